@@ -1,0 +1,207 @@
+"""`run`: print the health check, act on the plan, start torchrun, relay its output and signals, report.
+
+Side effects live here only: moving an old experiment or incomplete steps aside (node 0), the transformers
+patch, the node log and start-up record. torchrun runs in its own session so that, after a signal and the
+grace period, the whole process tree can be killed; the exit code is training's own, or 128+N when the job
+was ended by signal N.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO, Mapping, TextIO
+
+from entrypoint.host import Host
+from entrypoint.patch import apply_patch
+from entrypoint.plan import Plan, build_plan
+from entrypoint.progress import Progress
+from entrypoint.record import StartupRecord
+from entrypoint.report import command_line, health_summary
+from entrypoint.resume import set_aside
+from entrypoint.storage import writable
+from entrypoint.text import language
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Tee(io.TextIOBase):
+    """Text written here goes to the console and, once opened, to the node's log file."""
+
+    def __init__(self, console: TextIO) -> None:
+        self.console = console
+        self.file: BinaryIO | None = None
+
+    def write(self, text: str) -> int:
+        self.console.write(text)
+        self.console.flush()
+        if self.file is not None:
+            self.file.write(text.encode("utf-8", "replace"))
+            self.file.flush()
+        return len(text)
+
+    def write_bytes(self, data: bytes) -> None:
+        buffer = getattr(self.console, "buffer", None)
+        if buffer is not None:
+            buffer.write(data)
+            buffer.flush()
+        else:
+            self.console.write(data.decode("utf-8", "replace"))
+            self.console.flush()
+        if self.file is not None:
+            self.file.write(data)
+            self.file.flush()
+
+
+def log_paths(plan: Plan, stamp: str) -> tuple[Path, Path]:
+    """`<log_dir>/<exp>-node<rank>-<timestamp>.log` as in the seed, and the start-up record beside it."""
+    stem = f"{plan.settings.exp_name}-node{plan.topology.node_rank}-{stamp}"
+    log_dir = plan.settings.path("log_dir")
+    return log_dir / f"{stem}.log", log_dir / f"{stem}.json"
+
+
+class Supervisor:
+    """Runs torchrun, relays output to the Tee and `progress`, forwards signals, enforces the grace period."""
+
+    def __init__(self, command: list[str], cwd: str, env: Mapping[str, str], out: Tee, progress: Progress, grace: int) -> None:
+        self.command, self.cwd, self.env = command, cwd, dict(env)
+        self.out, self.progress, self.grace = out, progress, grace
+        self.signalled: int | None = None
+        self.kill_deadline: float | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.signalled is None:
+            self.signalled = signum
+            self.kill_deadline = time.monotonic() + self.grace
+            self.out.write(f"vla-entrypoint: received {signal.Signals(signum).name}; forwarding to torchrun, "
+                           f"killing everything left after {self.grace}s\n")
+        self.proc.send_signal(signum)
+
+    def _relay(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            self.out.write_bytes(chunk)
+            self.progress.feed(chunk.decode("utf-8", "replace"))
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED_SIGNALS}
+        try:
+            self.proc = subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            reader = threading.Thread(target=self._relay, name="relay", daemon=True)
+            reader.start()
+            while True:
+                try:
+                    code = self.proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
+                        self.out.write("vla-entrypoint: grace period over; killing the training process tree\n")
+                        self._kill_tree()
+                        self.kill_deadline = None
+            self._kill_tree()  # workers that outlived torchrun must not hold GPUs or the output pipe
+            reader.join(timeout=10)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.signalled is not None:
+            return 128 + self.signalled
+        return 128 - code if code < 0 else code
+
+    def _kill_tree(self) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _outcome_class(code: int, signalled: bool) -> str:
+    if code == 0:
+        return "succeeded"
+    if signalled:
+        return "killed"
+    return "training-crashed"
+
+
+def run(host: Host, flags: Mapping[str, Any], console: TextIO | None = None) -> int:
+    """The container's default command. Returns the process exit code."""
+    console = console or sys.stdout
+    out = Tee(console)
+    lang = language(host.env)
+    record = StartupRecord(None)
+    with record.phase("plan"):
+        plan = build_plan(host, flags)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path, record.path = log_paths(plan, stamp)
+    ok, detail = writable(log_path.parent)
+    if ok:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        out.file = open(log_path, "ab")
+    else:
+        record.path = None
+        out.write(f"vla-entrypoint: cannot write the node log ({detail}); logging to the console only\n")
+    try:
+        return _run(plan, host, out, record, lang, log_path if out.file else None)
+    finally:
+        if out.file is not None:
+            out.file.close()
+
+
+def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log_path: Path | None) -> int:
+    topo = plan.topology
+    heading = (f"node {topo.node_rank} of {topo.nnodes}, {topo.nproc_per_node} process(es) per node, "
+               f"{topo.world_size} in all, topology from {topo.source}")
+    health_summary(plan.findings, heading, lang, out)
+    record.data.update({"log": str(log_path) if log_path else None, "plan": plan.to_json()})
+    if plan.exit_code:
+        record.data["outcome"] = {"exit_code": plan.exit_code, "class": "job-misspecified" if plan.exit_code == 2 else "preflight-failed"}
+        record.write()
+        return plan.exit_code
+    out.write(f"vla-entrypoint: start command: {command_line(plan.command, plan.settings.openpi_dir)}\n")
+    with record.phase("prepare"):
+        if topo.node_rank == 0:
+            for old, new in set_aside(plan.resume):
+                out.write(f"vla-entrypoint: moved {old} aside to {new} (kept, not deleted)\n")
+        if plan.patch.status == "apply":
+            applied, output = apply_patch(plan.patch, Path(plan.settings.openpi_dir))
+            if not applied:
+                out.write(output)
+                out.write(f"vla-entrypoint: transformers_replace FAILED ({plan.patch.script}); training continues unpatched\n")
+            else:
+                out.write("vla-entrypoint: transformers_replace applied\n")
+        elif plan.patch.status == "present":
+            out.write("vla-entrypoint: transformers_replace already present\n")
+    progress = Progress()
+    env = plan.env.apply(host.env)
+    record.data["launch_after_s"] = round(record.since_start(), 4)
+    record.write()
+    supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, progress, plan.settings.grace_period)
+    with record.phase("training"):
+        code = supervisor.run()
+    summary = progress.to_json()
+    if progress.first_step_at is not None:
+        summary["first_step_after_s"] = round(progress.first_step_at - record.t0, 3)
+    record.data["progress"] = summary
+    record.data["outcome"] = {"exit_code": code, "class": _outcome_class(code, supervisor.signalled is not None),
+                              "signal": supervisor.signalled}
+    record.write()
+    saves = ", ".join(str(s["step"]) for s in progress.saves) or "none"
+    out.write(f"vla-entrypoint: training ended with exit code {code}; last step {progress.last_step}, "
+              f"last loss {progress.last_loss}, checkpoints saved this run: {saves}\n")
+    if log_path is not None:
+        out.write(f"vla-entrypoint: node log {log_path}; start-up record {record.path}\n")
+    return code

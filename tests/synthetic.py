@@ -1,0 +1,108 @@
+"""Synthetic openpi-assets trees shaped like the real ones (LIBERO dataset, norm stats, pi05 weights).
+
+Used by the unit tests, the image tests, the demo and the benchmarks. Files are tiny stand-ins except where a
+size is asked for: `weights_size` makes a sparse `model.safetensors` whose header claims that many bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+REPO_ID = "physical-intelligence/libero"
+CONFIG = "pi05_libero"
+STATE_DIM, ACTION_DIM = 8, 7
+
+
+def write_safetensors(path: Path, data_bytes: int = 64, sparse: bool = False) -> None:
+    """A valid safetensors file with one uint8 tensor of `data_bytes` bytes (sparse: holes, not data)."""
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         "weight": {"dtype": "U8", "shape": [data_bytes], "data_offsets": [0, data_bytes]}}).encode()
+    header += b" " * (-len(header) % 8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(header)) + header)
+        if sparse:
+            handle.truncate(8 + len(header) + data_bytes)
+        else:
+            handle.write(bytes(data_bytes))
+
+
+def norm_stats(state_dim: int = STATE_DIM, action_dim: int = ACTION_DIM) -> dict:
+    def block(n: int) -> dict:
+        return {"mean": [0.0] * n, "std": [1.0] * n, "q01": [-1.0] * n, "q99": [1.0] * n}
+
+    return {"norm_stats": {"state": block(state_dim), "actions": block(action_dim)}}
+
+
+def make_dataset(root: Path, episodes: int, chunk_size: int = 1000, video_keys: tuple[str, ...] = ()) -> Path:
+    """A LeRobot v2.1 dataset at `root` (= $HF_LEROBOT_HOME/<repo_id>) with one small file per episode."""
+    features = {"state": {"dtype": "float32", "shape": [STATE_DIM]}, "actions": {"dtype": "float32", "shape": [ACTION_DIM]},
+                "image": {"dtype": "image", "shape": [256, 256, 3]}}
+    features.update({key: {"dtype": "video", "shape": [256, 256, 3]} for key in video_keys})
+    info = {
+        "codebase_version": "v2.1", "robot_type": "panda", "total_episodes": episodes, "total_frames": episodes * 10,
+        "total_tasks": 1, "total_videos": episodes * len(video_keys), "total_chunks": (episodes + chunk_size - 1) // chunk_size,
+        "chunks_size": chunk_size, "fps": 10, "splits": {"train": f"0:{episodes}"},
+        "data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
+        "video_path": "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4" if video_keys else None,
+        "features": features,
+    }
+    meta = root / "meta"
+    meta.mkdir(parents=True, exist_ok=True)
+    (meta / "info.json").write_text(json.dumps(info, indent=2))
+    (meta / "tasks.jsonl").write_text(json.dumps({"task_index": 0, "task": "pick up the bowl"}) + "\n")
+    (meta / "episodes.jsonl").write_text("".join(json.dumps({"episode_index": i, "length": 10}) + "\n" for i in range(episodes)))
+    (meta / "episodes_stats.jsonl").write_text("".join(json.dumps({"episode_index": i, "stats": {}}) + "\n" for i in range(episodes)))
+    for i in range(episodes):
+        chunk = i // chunk_size
+        path = root / "data" / f"chunk-{chunk:03d}" / f"episode_{i:06d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"PAR1" + bytes(60) + b"PAR1")
+        for key in video_keys:
+            video = root / "videos" / f"chunk-{chunk:03d}" / key / f"episode_{i:06d}.mp4"
+            video.parent.mkdir(parents=True, exist_ok=True)
+            video.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(16))
+    return root
+
+
+def make_assets_tree(root: Path, episodes: int = 3, weights_size: int = 64, sparse_weights: bool = False,
+                     tokenizer: bool = True, video_keys: tuple[str, ...] = ()) -> Path:
+    """A complete openpi-assets tree at `root`, laid out as the seed's CFS folder."""
+    make_dataset(root / "datasets" / REPO_ID, episodes, video_keys=video_keys)
+    stats = root / "assets" / CONFIG / REPO_ID / "norm_stats.json"
+    stats.parent.mkdir(parents=True, exist_ok=True)
+    stats.write_text(json.dumps(norm_stats()))
+    weights = root / "checkpoints" / "pi05_base_pytorch"
+    write_safetensors(weights / "model.safetensors", weights_size, sparse=sparse_weights)
+    (weights / "config.json").write_text(json.dumps({"model_type": "pi05", "paligemma_variant": "gemma_2b"}))
+    if tokenizer:
+        model = root / "cache" / "openpi" / "big_vision" / "paligemma_tokenizer.model"
+        model.parent.mkdir(parents=True, exist_ok=True)
+        model.write_bytes(b"\x0a\x05stand-in tokenizer")
+    (root / "code").mkdir(exist_ok=True)
+    (root / "logs").mkdir(exist_ok=True)
+    return root
+
+
+def make_openpi_tree(root: Path) -> Path:
+    """A minimal openpi checkout: only what the launcher looks at."""
+    (root / "scripts").mkdir(parents=True, exist_ok=True)
+    (root / "scripts" / "train_pytorch.py").write_text("# stand-in\n")
+    return root
+
+
+def make_checkpoint(exp_dir: Path, step: int, complete: bool = True, missing: str | None = None) -> Path:
+    """A step folder as openpi writes it; `missing` leaves out one file, `complete=False` writes tmp_<step>."""
+    folder = exp_dir / (str(step) if complete else f"tmp_{step}")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("model.safetensors", "optimizer.pt", "metadata.pt"):
+        if name == missing:
+            continue
+        if name == "model.safetensors":
+            write_safetensors(folder / name)
+        else:
+            (folder / name).write_bytes(os.urandom(16))
+    return folder

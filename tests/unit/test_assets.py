@@ -1,0 +1,102 @@
+"""Asset verification: norm stats, weights (safetensors header and length), the LeRobot dataset, tokenizer."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from entrypoint.assets import InvalidAsset, check_norm_stats, check_safetensors, inspect_assets
+from entrypoint.settings import load_settings
+from tests.synthetic import make_dataset, norm_stats, write_safetensors
+
+
+def settings_for(world, **env):
+    return load_settings({**world.env, **env})
+
+
+def statuses(report):
+    return {f.id: f.status.value for f in report.findings}
+
+
+def test_complete_tree_passes(world):
+    report = inspect_assets(settings_for(world), world.env)
+    assert set(statuses(report).values()) == {"pass"}
+    assert report.dataset_complete and report.tokenizer_home == world.assets / "cache" / "openpi"
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda d: d["norm_stats"].pop("actions"), "norm_stats.actions"),
+    (lambda d: d["norm_stats"]["state"].pop("q99"), "q99"),
+    (lambda d: d["norm_stats"]["state"]["std"].append(1.0), "different lengths"),
+    (lambda d: d["norm_stats"]["state"]["mean"].__setitem__(0, "x"), "non-numeric"),
+    (lambda d: d.clear(), "norm_stats"),
+], ids=["no-actions", "no-q99", "unequal", "string", "empty-object"])
+def test_bad_norm_stats(tmp_path, mutate, reason):
+    data = norm_stats()
+    mutate(data)
+    path = tmp_path / "norm_stats.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidAsset, match=reason):
+        check_norm_stats(path)
+
+
+def test_norm_stats_with_nan_is_refused(tmp_path):
+    path = tmp_path / "norm_stats.json"
+    path.write_text(json.dumps(norm_stats()).replace("0.0", "NaN", 1))
+    with pytest.raises(InvalidAsset, match="non-finite"):
+        check_norm_stats(path)
+
+
+def test_truncated_weights_are_caught_without_reading_them(tmp_path):
+    path = tmp_path / "model.safetensors"
+    write_safetensors(path, 14 * 10**9, sparse=True)
+    assert check_safetensors(path) > 14 * 10**9
+    os.truncate(path, path.stat().st_size - 1)
+    with pytest.raises(InvalidAsset, match="truncated"):
+        check_safetensors(path)
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "too short"),
+    (b"\xff" * 8 + b"{}", "header length"),
+    ((10).to_bytes(8, "little") + b"not json!!", "not valid JSON"),
+    ((2).to_bytes(8, "little") + b"{}", "no tensors"),
+], ids=["empty", "huge-header", "garbage-header", "no-tensors"])
+def test_corrupt_safetensors(tmp_path, content, reason):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(InvalidAsset, match=reason):
+        check_safetensors(path)
+
+
+def test_missing_episode_files_are_listed(world):
+    data = world.assets / "datasets/physical-intelligence/libero/data/chunk-000"
+    (data / "episode_000001.parquet").unlink()
+    (data / "episode_000002.parquet").write_bytes(b"")
+    report = inspect_assets(settings_for(world), world.env)
+    (finding,) = [f for f in report.findings if f.id == "assets.dataset-files"]
+    assert "2 of 3" in finding.message.en and "episode_000001.parquet" in finding.message.en
+    assert not report.dataset_complete
+
+
+def test_dataset_with_videos_and_chunks(tmp_path, world):
+    root = make_dataset(tmp_path / "ds", episodes=5, chunk_size=2, video_keys=("observation.images.top",))
+    (root / "videos/chunk-002/observation.images.top/episode_000004.mp4").unlink()
+    report = inspect_assets(settings_for(world, VLA_LEROBOT_HOME=str(tmp_path), VLA_DATASET_REPO_ID="ds"), world.env)
+    (finding,) = [f for f in report.findings if f.id == "assets.dataset-files"]
+    assert "1 of 10" in finding.message.en and "videos/chunk-002" in finding.message.en
+
+
+def test_tokenizer_missing_is_a_warning_with_the_path(world):
+    (world.assets / "cache/openpi/big_vision/paligemma_tokenizer.model").unlink()
+    report = inspect_assets(settings_for(world), world.env)
+    (finding,) = [f for f in report.findings if f.id == "assets.tokenizer"]
+    assert finding.status.value == "warn" and "paligemma_tokenizer.model" in finding.hint.en
+    assert report.tokenizer_home is None
+
+
+def test_fake_data_configs_skip_dataset_and_weights(world):
+    report = inspect_assets(settings_for(world, VLA_DATASET_REPO_ID="none", VLA_ASSET_ID="none", VLA_WEIGHTS="none"), world.env)
+    assert report.findings == ()

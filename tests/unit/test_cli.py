@@ -1,0 +1,145 @@
+"""The command line end to end over a fake machine: exit codes, messages, JSON, and `run` with a stand-in torchrun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.synthetic import make_checkpoint
+
+
+def test_plan_json_for_node_1_of_2x8(world):
+    result = world.cli("plan", "--json", env=world.tione(nodes=2, per_node=8, rank=1))
+    assert result.code == 0, result.text
+    plan = json.loads(result.out)
+    assert plan["topology"] | {} == plan["topology"]
+    assert {k: plan["topology"][k] for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port", "source")} == {
+        "nnodes": 2, "node_rank": 1, "nproc_per_node": 8, "master_addr": "10.0.0.1", "master_port": 23456, "source": "tione"}
+    command = plan["command"]
+    assert Path(command[0]).name == "torchrun"
+    assert command[1:11] == ["--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1", "--master_addr", "10.0.0.1",
+                             "--master_port", "23456"]
+    assert command[11:13] == ["scripts/train_pytorch.py", "pi05_libero"]
+    for flag, value in (("--exp-name", "pi05_libero_pytorch"), ("--batch-size", "256"), ("--num-train-steps", "50"),
+                        ("--log-interval", "10"), ("--save-interval", "25"), ("--pytorch-training-precision", "bfloat16"),
+                        ("--pytorch-weight-path", str(world.assets / "checkpoints/pi05_base_pytorch")),
+                        ("--assets-base-dir", str(world.assets / "assets")), ("--checkpoint-base-dir", str(world.assets / "checkpoints"))):
+        assert command[command.index(flag) + 1] == value
+    assert "--no-wandb-enabled" in command and "--overwrite" not in command and "--resume" not in command
+    assert sorted(plan["env"]["removed"]) == ["RANK", "WORLD_SIZE"]
+    assert plan["env"]["set"]["HF_HUB_OFFLINE"] == "1" and "CUDA_VISIBLE_DEVICES" not in plan["env"]["set"]
+    assert {c["status"] for c in plan["checks"]} == {"pass"}
+
+
+def test_check_json_has_no_command_and_changes_nothing(world):
+    make_checkpoint(world.experiment, 25)
+    make_checkpoint(world.experiment, 50, missing="model.safetensors")
+    before = world.snapshot()
+    result = world.cli("check", "--json", env={"VLA_OVERWRITE": "1"})
+    assert result.code == 0, result.text
+    assert "command" not in json.loads(result.out)
+    assert world.snapshot() == before
+
+
+def test_resume_flag_is_passed_when_a_complete_step_exists(world):
+    make_checkpoint(world.experiment, 25)
+    plan = json.loads(world.cli("plan", "--json").out)
+    assert plan["resume"]["action"] == "resume" and plan["resume"]["step"] == 25
+    assert "--resume" in plan["command"]
+
+
+def test_user_set_environment_is_kept(world):
+    plan = json.loads(world.cli("plan", "--json", env={"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": ""}).out)
+    assert plan["env"]["kept"] == {"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": "", "PYTHONUNBUFFERED": plan["env"]["kept"].get("PYTHONUNBUFFERED")} or (
+        plan["env"]["kept"]["OMP_NUM_THREADS"] == "4" and plan["env"]["kept"]["JAX_PLATFORMS"] == "")
+    assert "OMP_NUM_THREADS" not in plan["env"]["set"]
+
+
+def test_secret_values_are_masked_in_json(world):
+    job = world.assets / "code" / "job.yaml"
+    job.write_text("env: {HF_TOKEN: hf_planted_secret_123}\n")
+    result = world.cli("plan", "--json")
+    assert "hf_planted_secret_123" not in result.out and json.loads(result.out)["env"]["set"]["HF_TOKEN"] == "***"
+
+
+def test_help_lists_every_variable(world):
+    result = world.cli("run", "--help")
+    for name in ("VLA_BATCH_SIZE", "VLA_ASSETS_ROOT", "VLA_OVERWRITE", "VLA_TRAIN_CONFIG" if False else "VLA_CONFIG_NAME", "VLA_JOB_FILE"):
+        assert name in result.out
+    assert result.code == 0
+
+
+def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
+    record = tmp_path / "torchrun.json"
+    env = world.tione(nodes=2, per_node=8, rank=0) | {"FAKE_TORCHRUN_RECORD": str(record), "PET_NNODES": "9",
+                                                        "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    result = world.cli("run", env=env)
+    assert result.code == 0, result.text
+    seen = json.loads(record.read_text())
+    assert seen["cwd"] == str(world.openpi)
+    assert seen["argv"][:10] == ["--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "0", "--master_addr", "10.0.0.1",
+                                 "--master_port", "23456"]
+    for name in ("WORLD_SIZE", "RANK", "PET_NNODES"):
+        assert name not in seen["env"]
+    assert seen["env"]["JAX_PLATFORMS"] == "cpu" and seen["env"]["HF_LEROBOT_HOME"] == str(world.assets / "datasets")
+    assert seen["env"]["HF_HUB_OFFLINE"] == "1" and seen["env"]["TRANSFORMERS_OFFLINE"] == "1"
+    out = result.out
+    assert out.index("health check summary: PASS") < out.index("start command:") < out.index("step=0 loss=1.6075")
+    logs = sorted((world.assets / "logs").glob("pi05_libero_pytorch-node0-*.log"))
+    assert len(logs) == 1 and "step=10 loss=0.9000" in logs[0].read_text()
+    startup = json.loads(logs[0].with_suffix(".json").read_text())
+    assert startup["outcome"] == {"exit_code": 0, "class": "succeeded", "signal": None}
+    assert startup["progress"]["last_step"] == 10 and startup["progress"]["last_loss"] == 0.9
+    assert startup["progress"]["checkpoints_saved"] == [{"step": 25, "path": "/ckpt/25"}]
+    assert set(startup["phases_s"]) >= {"plan", "prepare", "training"}
+
+
+def test_run_returns_the_training_exit_code(world):
+    result = world.cli("run", env={"FAKE_TORCHRUN_EXIT": "7"})
+    assert result.code == 7
+    log = next((world.assets / "logs").glob("*.json"))
+    assert json.loads(log.read_text())["outcome"]["class"] == "training-crashed"
+
+
+def test_failed_preflight_launches_nothing(world, tmp_path):
+    (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").unlink()
+    record = tmp_path / "torchrun.json"
+    result = world.cli("run", env={"FAKE_TORCHRUN_RECORD": str(record)})
+    assert result.code == 3 and not record.exists()
+    assert "health check summary: FAIL" in result.out and "model.safetensors" in result.out
+
+
+def test_overwrite_at_run_moves_old_experiment_aside(world):
+    make_checkpoint(world.experiment, 25)
+    assert world.cli("run", env={"VLA_OVERWRITE": "1"}).code == 0
+    moved = [p for p in world.experiment.parent.iterdir() if p.name.startswith("pi05_libero_pytorch.old-")]
+    assert len(moved) == 1 and (moved[0] / "25" / "model.safetensors").exists()
+
+
+def _start_run(world, tmp_path, extra: dict[str, str]) -> subprocess.Popen:
+    env = {**world.env, "FAKE_TORCHRUN_BLOCK": "1", "PYTHONPATH": str(Path(__file__).parents[2]), **extra}
+    proc = subprocess.Popen([sys.executable, "-m", "entrypoint", "run"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:  # synchronise on the trainer's own output, not on time
+        if "fake-torchrun: waiting" in line:
+            return proc
+    raise AssertionError("the stand-in torchrun never started")
+
+
+@pytest.mark.parametrize("ignore_term", ["0", "1"], ids=["exits-on-term", "ignores-term-killed-after-grace"])
+def test_sigterm_is_forwarded_and_exit_code_is_143(world, tmp_path, ignore_term):
+    proc = _start_run(world, tmp_path, {"FAKE_TORCHRUN_IGNORE_TERM": ignore_term, "VLA_GRACE_PERIOD": "1"})
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=30) == 143
+    assert "received SIGTERM" in rest
+    if ignore_term == "1":
+        assert "grace period over" in rest
+    startup = json.loads(next((world.assets / "logs").glob("*.json")).read_text())
+    assert startup["outcome"]["class"] == "killed" and startup["outcome"]["signal"] == signal.SIGTERM
