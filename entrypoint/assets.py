@@ -164,7 +164,7 @@ def _check_weights(weights: Path) -> tuple[list[Finding], int | None]:
 
 
 def _check_norm_stats(settings: Settings) -> list[Finding]:
-    path = settings.path("assets_base_dir") / settings.config_name / settings.asset_id / NORM_STATS_FILE
+    path = settings.path("assets_base_dir") / settings.train_config / settings.asset_id / NORM_STATS_FILE
     try:
         check_norm_stats(path)
     except InvalidAsset as exc:

@@ -53,9 +53,9 @@ class TrainerFlags:
     resume: bool
     extra_args: tuple[str, ...] = ()
 
-    def argv(self, config_name: str) -> list[str]:
+    def argv(self, train_config: str) -> list[str]:
         """`train_pytorch.py` arguments. `--overwrite` is never passed: openpi deletes on every rank."""
-        args = [TRAINER_SCRIPT, config_name, "--exp-name", self.exp_name]
+        args = [TRAINER_SCRIPT, train_config, "--exp-name", self.exp_name]
         if self.weights is not None:
             args += ["--pytorch-weight-path", str(self.weights)]
         args += [

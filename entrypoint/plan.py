@@ -132,6 +132,6 @@ def build_plan(host: Host, flags: Mapping[str, Any] | None = None) -> Plan:
         checkpoint_base_dir=settings.path("checkpoint_base_dir"), num_workers=settings.num_workers,
         resume=resume.action == "resume", extra_args=tuple(settings.extra_args),
     )
-    command = torchrun_command(topology, trainer.argv(settings.config_name), env)
+    command = torchrun_command(topology, trainer.argv(settings.train_config), env)
     findings += _check_trainer(settings, command)
     return Plan(settings, topology, env_plan, findings, resume, patch, command)

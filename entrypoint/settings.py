@@ -45,8 +45,8 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("config_name", "str", "pi05_libero", "openpi training config (first positional argument of train_pytorch.py)"),
-    Key("exp_name", "str", "pi05_libero_pytorch", "experiment name; checkpoints go to <checkpoint_base_dir>/<config_name>/<exp_name>"),
+    Key("train_config", "str", "pi05_libero", "openpi training config (first positional argument of train_pytorch.py)"),
+    Key("exp_name", "str", "pi05_libero_pytorch", "experiment name; checkpoints go to <checkpoint_base_dir>/<train_config>/<exp_name>"),
     Key("batch_size", "int", 256, "GLOBAL batch size; must divide by the total number of processes"),
     Key("num_train_steps", "int", 50, "training steps"),
     Key("log_interval", "int", 10, "log every N steps"),
@@ -60,7 +60,7 @@ KEYS: tuple[Key, ...] = (
     Key("assets_base_dir", "path", "assets", "openpi --assets-base-dir (norm stats); relative to assets_root"),
     Key("checkpoint_base_dir", "path", "checkpoints", "openpi --checkpoint-base-dir (training output); relative to assets_root"),
     Key("dataset_repo_id", "str", "physical-intelligence/libero", "LeRobot dataset id under HF_LEROBOT_HOME; 'none' for configs with fake data", nullable=True),
-    Key("asset_id", "str", "physical-intelligence/libero", "norm-stats asset id under <assets_base_dir>/<config_name>; 'none' to skip", nullable=True),
+    Key("asset_id", "str", "physical-intelligence/libero", "norm-stats asset id under <assets_base_dir>/<train_config>; 'none' to skip", nullable=True),
     Key("lerobot_home", "path", "datasets", "HF_LEROBOT_HOME for training; relative to assets_root"),
     Key("log_dir", "path", "logs", "per-node logs and start-up records; relative to assets_root"),
     Key("device", "choice", "gpu", "gpu, or cpu for demos and tests (gloo, no GPU checks)", choices=("gpu", "cpu")),
@@ -101,7 +101,7 @@ class Settings:
 
     @property
     def experiment_dir(self) -> Path:
-        return self.path("checkpoint_base_dir") / self.config_name / self.exp_name
+        return self.path("checkpoint_base_dir") / self.train_config / self.exp_name
 
     def to_json(self) -> dict[str, Any]:
         values = {**self.values, "env": masked(self.values["env"])}
@@ -150,7 +150,7 @@ def _convert(key: Key, raw: Any, where: str, from_text: bool) -> Any:
         text = str(raw).strip()
         if kind == "choice" and text not in key.choices:
             raise bad("one of " + "|".join(key.choices), "以下之一:" + "|".join(key.choices))
-        if key.name in ("config_name", "exp_name") and not _SAFE_NAME.match(text):
+        if key.name in ("train_config", "exp_name") and not _SAFE_NAME.match(text):
             raise bad("a plain name of letters, digits, '_', '.', '-'", "仅含字母、数字、'_'、'.'、'-' 的名称")
         if key.name in ("dataset_repo_id", "asset_id") and (".." in text.split("/") or text.startswith("/")):
             raise bad("a relative id such as physical-intelligence/libero", "相对 id,例如 physical-intelligence/libero")

@@ -70,7 +70,7 @@ def test_secret_values_are_masked_in_json(world):
 
 def test_help_lists_every_variable(world):
     result = world.cli("run", "--help")
-    for name in ("VLA_BATCH_SIZE", "VLA_ASSETS_ROOT", "VLA_OVERWRITE", "VLA_TRAIN_CONFIG" if False else "VLA_CONFIG_NAME", "VLA_JOB_FILE"):
+    for name in ("VLA_BATCH_SIZE", "VLA_ASSETS_ROOT", "VLA_OVERWRITE", "VLA_TRAIN_CONFIG", "VLA_JOB_FILE"):
         assert name in result.out
     assert result.code == 0
 

@@ -12,7 +12,7 @@ from entrypoint.text import Problem
 
 def test_defaults_reproduce_the_seed(tmp_path):
     s = load_settings({"VLA_BAKED_JOB_FILE": str(tmp_path / "none.yaml")})
-    assert (s.config_name, s.exp_name, s.batch_size, s.num_train_steps, s.log_interval, s.save_interval, s.precision, s.wandb) == (
+    assert (s.train_config, s.exp_name, s.batch_size, s.num_train_steps, s.log_interval, s.save_interval, s.precision, s.wandb) == (
         "pi05_libero", "pi05_libero_pytorch", 256, 50, 10, 25, "bfloat16", False)
     assert s.path("weights") == Path("/home/tione/notebook/embodied-ai/openpi-assets/checkpoints/pi05_base_pytorch")
 
@@ -32,10 +32,10 @@ def test_precedence_defaults_baked_user_env_flags(tmp_path):
 
 def test_explicit_job_file_and_extra_args(tmp_path):
     job = tmp_path / "job.yaml"
-    job.write_text("config_name: debug_pi05\nweights: none\ndataset_repo_id: null\nextra_args: [--model.paligemma-variant, gemma_2b]\n"
+    job.write_text("train_config: debug_pi05\nweights: none\ndataset_repo_id: null\nextra_args: [--model.paligemma-variant, gemma_2b]\n"
                    "env: {NCCL_DEBUG: WARN, FOO: 1}\n")
     s = load_settings({"VLA_JOB_FILE": str(job), "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
-    assert s.config_name == "debug_pi05" and s.weights is None and s.dataset_repo_id is None
+    assert s.train_config == "debug_pi05" and s.weights is None and s.dataset_repo_id is None
     assert s.extra_args == ["--model.paligemma-variant", "gemma_2b"] and s.env == {"NCCL_DEBUG": "WARN", "FOO": "1"}
     s = load_settings({"VLA_EXTRA_ARGS": "--seed 7 --model.x 'a b'", "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
     assert s.extra_args == ["--seed", "7", "--model.x", "a b"]

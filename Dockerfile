@@ -1,0 +1,49 @@
+# vla-entrypoint image: the vendor VLA base (openpi, PyTorch, OFED) plus the launcher as the default command.
+# Build with `docker buildx bake` (see docker-bake.hcl); a TI-ONE job using this image leaves its start
+# command empty. Layers go from rarely to often changed; the package layer is last and small.
+
+# The TI-ONE VLA preset image (NGC PyTorch 26.02 + OFED 5.8, openpi in /workspace/openpi, Python 3.12).
+ARG BASE_IMAGE=ccr.ccs.tencentyun.com/tione-public-images/ngc-vla:ngc26.02-ofed5.8-hccgc50s-vla-v1.0
+
+FROM ${BASE_IMAGE} AS openpi
+ARG BASE_IMAGE
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+ARG SOURCE=https://github.com/vla-entrypoint/vla-entrypoint
+
+# tini reaps zombies and forwards signals as PID 1; the NGC bases do not ship it.
+RUN command -v tini >/dev/null 2>&1 || { \
+      apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*; }
+
+# openpi's transformers patch, once at build time instead of at every job start.
+RUN if [ -f /workspace/openpi/install_transformers_replace.sh ]; then \
+      cd /workspace/openpi && bash install_transformers_replace.sh && echo "transformers_replace baked into the image"; \
+    fi
+
+# Chain through NGC's entrypoint when the base has one, so its entrypoint.d hooks still run; `env` otherwise.
+RUN mkdir -p /usr/local/lib/vla-entrypoint \
+ && if [ -x /opt/nvidia/nvidia_entrypoint.sh ]; then target=/opt/nvidia/nvidia_entrypoint.sh; else target=/usr/bin/env; fi \
+ && ln -sf "$target" /usr/local/lib/vla-entrypoint/base-entrypoint
+
+COPY entrypoint/data/job.yaml /etc/vla-entrypoint/job.yaml
+
+# The launcher itself, without dependencies (pyyaml and packaging come with the base; NGC's torch must not be
+# replaced) and without a pip cache. The source is bind-mounted, so no copy of it stays in a layer.
+RUN --mount=type=bind,source=.,target=/tmp/vla-src,rw \
+    python3 -c "import yaml, packaging" \
+ || { echo "vla-entrypoint needs pyyaml and packaging in the base image's python3" >&2; exit 1; }; \
+    cd /tmp/vla-src && PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore python3 -m pip install \
+      --no-deps --no-cache-dir --no-build-isolation --disable-pip-version-check . \
+ && vla-entrypoint --version
+
+LABEL org.opencontainers.image.title="vla-entrypoint" \
+      org.opencontainers.image.description="openpi training on TI-ONE with a verified torchrun launch as the default command" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
+
+ENTRYPOINT ["tini", "-g", "--", "/usr/local/lib/vla-entrypoint/base-entrypoint", "vla-entrypoint"]
+CMD ["run"]

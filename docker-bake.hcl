@@ -1,0 +1,84 @@
+# Build matrix for the vla-entrypoint image (buildx 0.13+). Local builds: `docker buildx bake` (target openpi).
+# Stand-in targets are for tests and the demo only. Pushes with attestations and registry cache use the
+# `*-push` targets, never local or test builds. `docker buildx bake --print` resolves without a daemon.
+
+variable "REGISTRY" {
+  default = "ccr.ccs.tencentyun.com"  # TCR personal edition; enterprise: <instance>.tencentcloudcr.com
+}
+variable "NAMESPACE" {
+  default = "vla"
+}
+variable "IMAGE" {
+  default = "vla-openpi"
+}
+variable "TAG" {
+  default = "dev"  # scripts/build-image sets it from `git describe`
+}
+variable "REVISION" {
+  default = "unknown"  # scripts/build-image sets it from `git rev-parse HEAD`
+}
+variable "CREATED" {
+  default = "unknown"
+}
+variable "VERSION" {
+  default = "0.1.0"
+}
+variable "BASE_IMAGE" {
+  default = "ccr.ccs.tencentyun.com/tione-public-images/ngc-vla:ngc26.02-ofed5.8-hccgc50s-vla-v1.0"
+}
+variable "STANDIN_BASE" {
+  default = "vla-entrypoint/standin-base:latest"
+}
+variable "STANDIN_ROOTFS" {
+  default = ""  # set by scripts/build-standin-base to the imported Debian rootfs
+}
+
+# Filled by docker/metadata-action in CI (tags, labels); every published target inherits it.
+target "docker-metadata-action" {}
+
+target "_common" {
+  inherits   = ["docker-metadata-action"]
+  context    = "."
+  dockerfile = "Dockerfile"
+  args = {
+    BASE_IMAGE = BASE_IMAGE
+    VERSION    = VERSION
+    REVISION   = REVISION
+    CREATED    = CREATED
+  }
+}
+
+group "default" {
+  targets = ["openpi"]
+}
+
+target "openpi" {
+  inherits = ["_common"]
+  target   = "openpi"
+  tags     = ["${REGISTRY}/${NAMESPACE}/${IMAGE}:${TAG}"]
+}
+
+target "openpi-push" {
+  inherits   = ["openpi"]
+  platforms  = ["linux/amd64"]
+  attest     = ["type=provenance,mode=max", "type=sbom"]
+  cache-from = ["type=registry,ref=${REGISTRY}/${NAMESPACE}/${IMAGE}:buildcache"]
+  cache-to   = ["type=registry,ref=${REGISTRY}/${NAMESPACE}/${IMAGE}:buildcache,mode=max"]
+  output     = ["type=registry"]
+}
+
+# ---- stand-ins: tests and the demo only ----
+target "standin-base" {
+  context = "tests/standin"
+  args    = { ROOTFS_IMAGE = STANDIN_ROOTFS }
+  tags    = ["${STANDIN_BASE}"]
+  output  = ["type=docker"]
+}
+
+target "openpi-standin" {
+  inherits = ["_common"]
+  target   = "openpi"
+  args     = { BASE_IMAGE = STANDIN_BASE }
+  tags     = ["vla-entrypoint/openpi-standin:test"]
+  output   = ["type=docker"]
+}
