@@ -29,7 +29,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
     for key in KEYS:
         if key.kind == "env":
             continue
-        text = f"{key.help} [env {key.env}; default {key.default!r}]"
+        text = f"{key.help} [env {key.env}; default {key.default!r}]".replace("%", "%%")
         if key.kind == "bool":
             group.add_argument(key.flag, dest=key.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif key.kind == "args":

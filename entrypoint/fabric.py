@@ -229,7 +229,8 @@ def read_ports(host: Host, interfaces: Mapping[str, Interface]) -> tuple[RdmaPor
             rate = _RATE.match(host.read(f"{port_dir}/rate") or "")
             gids = _read_gids(host, port_dir)
             netdevs = {g.netdev for g in gids if g.netdev} | set(slaves)
-            netdevs |= {interfaces[n].master for n in netdevs if n in interfaces and interfaces[n].master not in (None, "?")}
+            masters = {interfaces[n].master for n in netdevs if n in interfaces}
+            netdevs |= {m for m in masters if m and m != "?"}
             ports.append(RdmaPort(device, number, state, host.read(f"{port_dir}/link_layer"),
                                   float(rate.group(1)) if rate else None, gids, tuple(sorted(netdevs)),
                                   device in with_uverbs))
@@ -304,9 +305,8 @@ def read_presets(host: Host) -> dict[str, Preset]:
     presets = {name: Preset(value, "environment") for name, value in host.env.items()
                if name.startswith("NCCL_") or name in SOCKET_VARS}
     user_conf = host.env.get("NCCL_CONF_FILE") or (f"{host.env['HOME']}/.nccl.conf" if host.env.get("HOME") else None)
-    for path in (user_conf, ETC_NCCL_CONF):
-        text = host.read(path) if path else None
-        for name, value in parse_nccl_conf(text or "").items():
+    for path in [p for p in (user_conf, ETC_NCCL_CONF) if p]:
+        for name, value in parse_nccl_conf(host.read(path) or "").items():
             presets.setdefault(name, Preset(value, path))
     return presets
 
@@ -417,7 +417,7 @@ class NcclList:
         for item in value.split(","):
             name, sep, port = item.partition(":")
             if name:
-                digits = re.match(r"\d*", port).group()
+                digits = port[:len(port) - len(port.lstrip("0123456789"))]  # atoi(): leading digits, else 0
                 entries.append((name, (int(digits) if digits else 0) if sep and port else None))
         return cls(tuple(entries), exact, exclude)
 
@@ -669,11 +669,12 @@ class _Selection:
         self.excluded[port.name], self.excluded_zh[port.name] = en, zh
 
 
-def _select_ports(inventory: Inventory, default_if: str | None, draft: _Draft) -> _Selection:
-    """Rules 3-4: usable ports, minus the VPC NIC, one link type; with warnings for what was dropped."""
+def _select_ports(inventory: Inventory, default_if: str | None, draft: _Draft, scope: NcclList) -> _Selection:
+    """Rules 3-4: usable ports, minus the VPC NIC, one link type. Warnings name only ports in `scope` (the
+    platform's NCCL_IB_HCA, else every port): a port NCCL is told to ignore is nobody's problem."""
     family = draft.presets["NCCL_IB_ADDR_FAMILY"].value if "NCCL_IB_ADDR_FAMILY" in draft.presets else "AF_INET"
     typed = [p for p in inventory.ports if p.kind]
-    down = [p for p in typed if p.state != 4]
+    down = [p for p in typed if p.state != 4 and scope.matches(p.device, p.port)]
     if down:
         draft.warn("fabric.port-down",
                    Text(f"RDMA port(s) not ACTIVE: {', '.join(f'{p.name} ({p.state_name})' for p in down)}",
@@ -682,7 +683,7 @@ def _select_ports(inventory: Inventory, default_if: str | None, draft: _Draft) -
                         "NCCL 会跳过这些端口,本节点带宽将低于其他节点;请检查链路(phys_state)或请平台更换节点。"),
                    down[0].sysfs)
     active = [p for p in typed if p.state == 4]
-    closed = [p for p in active if not p.uverbs]
+    closed = [p for p in active if not p.uverbs and scope.matches(p.device, p.port)]
     if closed:
         draft.warn("fabric.no-uverbs",
                    Text(f"RDMA device(s) {', '.join(sorted({p.device for p in closed}))} are visible in sysfs but their /dev/infiniband/uverbs* node is missing in this container, so they cannot be used",
@@ -705,7 +706,7 @@ def _select_ports(inventory: Inventory, default_if: str | None, draft: _Draft) -
             foreign.append(port)
         else:
             selection.exclude(port, "no routable RoCE v2 GID", "没有可路由的 RoCE v2 GID")
-    gidless = [p for p in selection.would_use if p.name in selection.excluded]
+    gidless = [p for p in selection.would_use if p.name in selection.excluded and scope.matches(p.device, p.port)]
     if gidless:
         draft.warn("fabric.roce-no-gid",
                    Text(f"RoCE port(s) {_names(gidless)} have no routable RoCE v2 {'IPv4' if family != 'AF_INET6' else 'IPv6'} GID; NCCL would pick a wrong GID and hang or fail at connection time",
@@ -719,13 +720,14 @@ def _select_ports(inventory: Inventory, default_if: str | None, draft: _Draft) -
                               "其 RoCE v2 GID 对应的网卡不在本网络命名空间")
     else:
         usable = foreign
-        if foreign:
+        shown = [p for p in foreign if scope.matches(p.device, p.port)]
+        if shown:
             draft.warn("fabric.gid-netdev-absent",
-                       Text(f"the RoCE v2 GIDs of {_names(foreign)} belong to netdevs that are not in this container's network namespace; with MLNX_OFED drivers connections fail with ENODEV",
-                            f"{_names(foreign)} 的 RoCE v2 GID 所属网卡不在本容器的网络命名空间;使用 MLNX_OFED 驱动时连接会以 ENODEV 失败"),
+                       Text(f"the RoCE v2 GIDs of {_names(shown)} belong to netdevs that are not in this container's network namespace; with MLNX_OFED drivers connections fail with ENODEV",
+                            f"{_names(shown)} 的 RoCE v2 GID 所属网卡不在本容器的网络命名空间;使用 MLNX_OFED 驱动时连接会以 ENODEV 失败"),
                        Text("Run with the RDMA netdevs in the container (host network or the platform's RDMA network attachment); if NCCL fails with ENODEV, this is why.",
                             "请让 RDMA 网卡进入容器(主机网络或平台的 RDMA 网络挂载);若 NCCL 报 ENODEV,原因即在此。"),
-                       f"{foreign[0].sysfs}/gid_attrs/ndevs")
+                       f"{shown[0].sysfs}/gid_attrs/ndevs")
     vpc = [p for p in usable if p.kind == "roce" and default_if and default_if in p.netdevs]
     if vpc and len(vpc) < len(usable):
         for port in vpc:
@@ -741,7 +743,7 @@ def _select_ports(inventory: Inventory, default_if: str | None, draft: _Draft) -
                               f"NCCL 不能混用 InfiniBand 与 RoCE;保留更快的 {keep.upper()} 组")
         usable = groups[keep]
     best = max((p.rate_gbps or 0 for p in usable), default=0)
-    slow = [p for p in usable if p.rate_gbps is not None and p.rate_gbps < best / 2]
+    slow = [p for p in usable if p.rate_gbps is not None and p.rate_gbps < best / 2 and scope.matches(p.device, p.port)]
     if slow:
         draft.warn("fabric.slow-port",
                    Text(f"RDMA port(s) {', '.join(f'{p.name} ({p.rate_gbps:g} Gb/s)' for p in slow)} run below half of the best port's {best:g} Gb/s",
@@ -791,10 +793,10 @@ def _ib_disabled(draft: _Draft) -> tuple[str, Preset] | None:
 def _rdma_decisions(inventory: Inventory, draft: _Draft, default_if: str | None) -> tuple[str, tuple[RdmaPort, ...], _Selection]:
     """Rules 1, 3-6 and 8: pick the ports and set (or keep) NCCL_IB_HCA / NCCL_IB_DISABLE; returns the
     transport, the ports NCCL will use and the selection behind them."""
-    selection = _select_ports(inventory, default_if, draft)
+    hca = draft.presets.get("NCCL_IB_HCA")
+    selection = _select_ports(inventory, default_if, draft, NcclList.parse(hca.value if hca else ""))
     port_sources = tuple(p.sysfs for p in inventory.ports) or (IB_SYSFS,)
     disabled = _ib_disabled(draft)
-    hca = draft.presets.get("NCCL_IB_HCA")
     if disabled is not None:
         off = Text("RDMA is switched off by the platform", "平台关闭了 RDMA")
         for variable in ("NCCL_IB_HCA", "NCCL_IB_DISABLE"):

@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping, TextIO
 
+from entrypoint.fabric import raise_memlock
 from entrypoint.host import Host
+from entrypoint.nccl_log import debug_env, proof_findings, read_logs
 from entrypoint.patch import apply_patch
 from entrypoint.plan import Plan, build_plan
 from entrypoint.progress import Progress
@@ -26,7 +28,7 @@ from entrypoint.record import StartupRecord
 from entrypoint.report import command_line, health_summary
 from entrypoint.resume import set_aside
 from entrypoint.storage import writable
-from entrypoint.text import language
+from entrypoint.text import language, render
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -185,8 +187,16 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
                 out.write("vla-entrypoint: transformers_replace applied\n")
         elif plan.patch.status == "present":
             out.write("vla-entrypoint: transformers_replace already present\n")
+        record.data["memlock"] = raise_memlock().to_json()  # RDMA registration in the workers needs it
     progress = Progress()
     env = plan.env.apply(host.env)
+    nccl_dir = log_path.with_suffix(".nccl") if log_path is not None else None
+    if nccl_dir is not None:
+        nccl_env = debug_env(str(nccl_dir), {**host.env, **plan.fabric.env_kept})
+        if nccl_env:
+            nccl_dir.mkdir(exist_ok=True)
+            env.update(nccl_env)
+            record.data["nccl_debug"] = nccl_env
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.write()
     supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, progress, plan.settings.grace_period)
@@ -196,6 +206,11 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
     if progress.first_step_at is not None:
         summary["first_step_after_s"] = round(progress.first_step_at - record.t0, 3)
     record.data["progress"] = summary
+    if nccl_dir is not None and nccl_dir.is_dir():
+        proof = read_logs(nccl_dir)
+        record.data["transport"] = proof.to_json()
+        for finding in proof_findings(proof, plan.fabric.transport):
+            out.write(f"vla-entrypoint: {finding.status.value.upper()} {finding.id}: {render(finding.message, lang)}\n")
     record.data["outcome"] = {"exit_code": code, "class": _outcome_class(code, supervisor.signalled is not None),
                               "signal": supervisor.signalled}
     record.write()

@@ -54,7 +54,8 @@ class TrainerFlags:
     extra_args: tuple[str, ...] = ()
 
     def argv(self, train_config: str) -> list[str]:
-        """`train_pytorch.py` arguments. `--overwrite` is never passed: openpi deletes on every rank."""
+        """`train_pytorch.py` arguments. `--no-overwrite` always: openpi's overwrite deletes the experiment on every
+        rank (a race on shared storage) and is the default of its debug configs, where it would also refuse --resume."""
         args = [TRAINER_SCRIPT, train_config, "--exp-name", self.exp_name]
         if self.weights is not None:
             args += ["--pytorch-weight-path", str(self.weights)]
@@ -70,6 +71,6 @@ class TrainerFlags:
         ]
         if self.num_workers is not None:
             args += ["--num-workers", str(self.num_workers)]
-        if self.resume:
-            args.append("--resume")
+        args.append("--resume" if self.resume else "--no-resume")
+        args.append("--no-overwrite")
         return args + list(self.extra_args)

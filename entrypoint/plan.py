@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from entrypoint.assets import inspect_assets
 from entrypoint.batch import check_batch
 from entrypoint.environment import EnvPlan, training_env
+from entrypoint.fabric import FabricPlan, plan_fabric
 from entrypoint.findings import Finding, exit_code_of, failed, passed, warned
 from entrypoint.host import Host
 from entrypoint.openpi import TRAINER_SCRIPT, TrainerFlags
@@ -29,6 +30,7 @@ from entrypoint.topology import Topology, resolve_topology
 class Plan:
     settings: Settings
     topology: Topology
+    fabric: FabricPlan
     env: EnvPlan
     findings: list[Finding]
     resume: ResumeDecision
@@ -44,6 +46,7 @@ class Plan:
             "ok": self.exit_code == 0,
             "exit_code": self.exit_code,
             "topology": self.topology.to_json(),
+            "fabric": {k: v for k, v in self.fabric.to_json().items() if k not in ("findings", "env_set", "env_kept")},
             "env": self.env.to_json(),
             "checks": [f.to_json() for f in self.findings],
             "resume": self.resume.to_json(),
@@ -123,6 +126,10 @@ def build_plan(host: Host, flags: Mapping[str, Any] | None = None) -> Plan:
     if settings.dataset_repo_id is not None:
         findings += check_datasets_cache(env, assets.dataset_bytes)
     env_plan = training_env(env, settings, assets.dataset_complete, assets.tokenizer_home)
+    fabric = plan_fabric(host, topology)
+    findings += fabric.findings
+    env_plan.set.update(fabric.env_set)
+    env_plan.kept.update(fabric.env_kept)
     patch = patch_state(Path(settings.openpi_dir), transformers_dir())
     findings.append(_patch_finding(patch))
     trainer = TrainerFlags(
@@ -134,4 +141,4 @@ def build_plan(host: Host, flags: Mapping[str, Any] | None = None) -> Plan:
     )
     command = torchrun_command(topology, trainer.argv(settings.train_config), env)
     findings += _check_trainer(settings, command)
-    return Plan(settings, topology, env_plan, findings, resume, patch, command)
+    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, command)

@@ -21,6 +21,8 @@ from entrypoint.text import Problem, Text, job_error
 
 BAKED_JOB_FILE = "/etc/vla-entrypoint/job.yaml"
 DEFAULT_ASSETS_ROOT = "/home/tione/notebook/embodied-ai/openpi-assets"
+TACO_WHEEL_URL = ("https://taco-train-data-1251001002.cos.ap-shanghai.myqcloud.com/taco-train/"
+                  "taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ KEYS: tuple[Key, ...] = (
     Key("device", "choice", "gpu", "gpu, or cpu for demos and tests (gloo, no GPU checks)", choices=("gpu", "cpu")),
     Key("overwrite", "bool", False, "move an existing experiment folder aside (never deleted) and start fresh"),
     Key("grace_period", "int", 30, "seconds workers get to exit after SIGTERM before they are killed", minimum=0),
+    Key("taco", "choice", "auto", "TACO acceleration: off, auto (use it when possible, never fatal) or on (a TACO problem fails the launch)", choices=("off", "auto", "on")),
+    Key("taco_wheel", "str", TACO_WHEEL_URL, "TACO wheel to install at start when the image has none baked: a file path or an https URL", nullable=True),
+    Key("taco_wheel_sha256", "str", None, "expected sha256 of the TACO wheel (a mismatch refuses the wheel)", nullable=True),
+    Key("taco_features", "str", None, "TACO_TRAIN_FEATURES override (default from the model profile: openpi, wan2.2, else auto)", nullable=True),
+    Key("taco_allow_http", "bool", False, "allow a plain-http TACO wheel URL (https only otherwise)"),
     Key("extra_args", "args", [], "extra trainer flags appended to the command (YAML list, or a shell-quoted string in the variable)"),
     Key("env", "env", {}, "extra environment variables for training (YAML mapping only)"),
 )

@@ -13,6 +13,7 @@ import pytest
 
 from entrypoint.cli import main
 from tests.synthetic import make_assets_tree, make_openpi_tree
+from tests.unit.fakehosts import plain_vm
 
 FAKE_BIN = Path(__file__).parent / "bin"
 
@@ -94,8 +95,9 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> World:
-    """A complete, valid single-node world with 8 GPUs and the seed's assets; every command should pass."""
+    """A complete, valid single-node world with 8 GPUs, an ordinary VM network (no RDMA) and the seed's assets."""
     w = World(tmp_path)
+    plain_vm(w.host)
     make_assets_tree(w.assets)
     make_openpi_tree(w.openpi)
     w.gpus(8)

@@ -21,8 +21,6 @@ from entrypoint.host import Host
 IFF_UP, IFF_BROADCAST, IFF_LOOPBACK, IFF_MASTER, IFF_SLAVE, IFF_MULTICAST = 0x1, 0x2, 0x8, 0x400, 0x800, 0x1000
 ETHER_FLAGS = IFF_UP | IFF_BROADCAST | IFF_MULTICAST  # 0x1003, what a configured Ethernet NIC shows
 
-GiB = 1 << 30
-
 
 def ipv4_gid(address: str) -> str:
     """The IPv4-mapped GID sysfs shows for `address`: `0000:…:ffff:0a60:531a` for 10.96.83.26."""
@@ -38,13 +36,14 @@ def link_local_gid(seed: int) -> str:
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
-def roce_gids(ipv4: str, netdev: str, seed: int = 1) -> dict[int, tuple[str, str, str]]:
-    """The usual four-slot RoCE table: 0/1 link-local v1/v2, 2/3 IPv4-mapped v1/v2 (hence index 3)."""
+def roce_gids(ipv4: str, netdev: str, seed: int = 1) -> dict[int, tuple[str, str | None, str | None]]:
+    """The usual RoCE table: 0/1 link-local v1/v2, 2/3 IPv4-mapped v1/v2 (hence index 3), 4 an empty slot."""
     return {
         0: (link_local_gid(seed), "IB/RoCE v1", netdev),
         1: (link_local_gid(seed), "RoCE v2", netdev),
         2: (ipv4_gid(ipv4), "IB/RoCE v1", netdev),
         3: (ipv4_gid(ipv4), "RoCE v2", netdev),
+        4: (ZERO_GID, None, None),
     }
 
 
@@ -65,6 +64,7 @@ class FakeHost:
         self.env: dict[str, str] = dict(env or {})
         self._routes: list[str] = []
         self._uverbs = 0
+        self._dirs: set[Path] = set()  # created already: file creation dominates test time, skip re-mkdir
 
     def host(self) -> Host:
         """The read-only `Host` tests hand to inspectors."""
@@ -78,7 +78,7 @@ class FakeHost:
     def file(self, system_path: str, text: str | bytes) -> "FakeHost":
         """Write a system file (`/sys/...`); bytes are written as-is, to fake garbage."""
         path = self.root / system_path.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._mkdir(path.parent)
         if isinstance(text, bytes):
             path.write_bytes(text)
         else:
@@ -88,26 +88,29 @@ class FakeHost:
     def link(self, system_path: str, target: str) -> "FakeHost":
         """A symlink (relative targets as sysfs uses them, e.g. `../bond1`)."""
         path = self.root / system_path.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._mkdir(path.parent)
         os.symlink(target, path)
         return self
 
     def mkdir(self, system_path: str) -> "FakeHost":
-        (self.root / system_path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self._mkdir(self.root / system_path.lstrip("/"))
         return self
+
+    def _mkdir(self, path: Path) -> None:
+        if path not in self._dirs:
+            path.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(path)
 
     # -- network interfaces ----------------------------------------------------------------------------------
     def netif(self, name: str, *, up: bool = True, operstate: str = "up", flags: int | None = None,
-              physical: bool = True, master: str | None = None) -> "FakeHost":
-        """`/sys/class/net/<name>`: `flags` (hex), `operstate`, a `device` dir for physical NICs, a `master`
-        link plus the master's `bonding/slaves` entry for bond slaves."""
+              master: str | None = None) -> "FakeHost":
+        """`/sys/class/net/<name>`: `flags` (hex; IFF_UP but never RUNNING, as sysfs shows it), `operstate`, and
+        for a bond slave a `master` link plus the master's `bonding/slaves` entry."""
         base = f"/sys/class/net/{name}"
         value = flags if flags is not None else (ETHER_FLAGS if up else ETHER_FLAGS & ~IFF_UP)
         if master:
             value |= IFF_SLAVE
         self.file(f"{base}/flags", f"0x{value:x}").file(f"{base}/operstate", operstate)
-        if physical:
-            self.mkdir(f"{base}/device")
         if master:
             self.link(f"{base}/master", f"../{master}")
             slaves_file = self.root / f"sys/class/net/{master}/bonding/slaves"
@@ -116,11 +119,11 @@ class FakeHost:
         return self
 
     def loopback(self) -> "FakeHost":
-        return self.netif("lo", flags=IFF_UP | IFF_LOOPBACK, operstate="unknown", physical=False)
+        return self.netif("lo", flags=IFF_UP | IFF_LOOPBACK, operstate="unknown")
 
     def bond(self, name: str, slaves: Sequence[str], operstate: str = "up") -> "FakeHost":
         """A bond master (`bonding/` dir, MASTER flag) with physical slaves."""
-        self.netif(name, flags=ETHER_FLAGS | IFF_MASTER, operstate=operstate, physical=False)
+        self.netif(name, flags=ETHER_FLAGS | IFF_MASTER, operstate=operstate)
         self.mkdir(f"/sys/class/net/{name}/bonding")
         for slave in slaves:
             self.netif(slave, master=name)
@@ -139,21 +142,18 @@ class FakeHost:
 
     # -- RDMA ------------------------------------------------------------------------------------------------
     def rdma(self, device: str, port: int = 1, *, link_layer: str = "Ethernet", state: str = "4: ACTIVE",
-             phys_state: str = "5: LinkUp", rate: str = "200 Gb/sec (2X HDR)",
-             gids: Mapping[int, tuple[str, str | None, str | None]] | None = None,
+             rate: str = "200 Gb/sec (2X HDR)", gids: Mapping[int, tuple[str, str | None, str | None]] | None = None,
              slaves: Sequence[str] = (), uverbs: bool = True, dev_node: bool = True) -> "FakeHost":
-        """`/sys/class/infiniband/<device>/ports/<port>/…` with a GID table `{index: (gid, type, netdev)}`
-        (type/netdev None: the attribute is unreadable, as for an empty slot), `device/net/<slave>` entries,
-        and a `uverbsN` mapping in `/sys/class/infiniband_verbs` plus `/dev/infiniband/uverbsN` (`dev_node`)."""
+        """`/sys/class/infiniband/<device>/ports/<port>/…` (`state`, `link_layer`, `rate`) with a GID table
+        `{index: (gid, type, netdev)}` (type/netdev None: unreadable, as for an empty slot; pass `ZERO_GID`
+        for an empty slot), `device/net/<slave>` entries, and a `uverbsN` mapping in
+        `/sys/class/infiniband_verbs` plus `/dev/infiniband/uverbsN` (`dev_node`). Files the inspector does
+        not read (`phys_state`, `node_type`, …) are left out to keep tests fast; add them with `file()`."""
         base = f"/sys/class/infiniband/{device}"
         pbase = f"{base}/ports/{port}"
-        self.file(f"{base}/node_type", "1: CA").file(f"{base}/hca_type", "MT4129")
-        self.file(f"{pbase}/state", state).file(f"{pbase}/phys_state", phys_state)
-        self.file(f"{pbase}/link_layer", link_layer).file(f"{pbase}/rate", rate)
+        self.file(f"{pbase}/state", state).file(f"{pbase}/link_layer", link_layer).file(f"{pbase}/rate", rate)
         self.mkdir(f"{pbase}/gids")
-        table = dict(gids or {})
-        for index in range(max(table, default=-1) + 2):  # trailing empty slot, as the kernel shows
-            gid, gid_type, netdev = table.get(index, (ZERO_GID, None, None))
+        for index, (gid, gid_type, netdev) in (gids or {}).items():
             self.file(f"{pbase}/gids/{index}", gid)
             if gid_type is not None:
                 self.file(f"{pbase}/gid_attrs/types/{index}", gid_type)
@@ -202,7 +202,7 @@ def hcc_container(root: Path, env: Mapping[str, str] | None = None, *, vpc_rdma:
     `mlx5_bond_0..7` (400G; netdevs bond0..7 present in the container, IPv4 RoCE v2 GIDs at index 3), 8 MiB
     soft memlock, nvidia_peermem loaded. With `vpc_rdma` the VPC NIC is itself an RDMA device (`mlx5_0`,
     netdev eth0) that NCCL would use unless told otherwise."""
-    fake = FakeHost(root, env).loopback().netif("eth0", physical=False)
+    fake = FakeHost(root, env).loopback().netif("eth0")
     fake.route("eth0", "0.0.0.0/0", gateway="10.0.0.1").route("eth0", "10.0.0.0/16")
     for n in range(8):
         fake.bond(f"bond{n}", [f"ens{n}f0np0", f"ens{n}f1np1"])
@@ -237,7 +237,7 @@ def ib_with_roce_storage(root: Path, env: Mapping[str, str] | None = None) -> Fa
     fake = FakeHost(root, env).loopback().netif("ens9f0")
     fake.route("ens9f0", "0.0.0.0/0", gateway="172.16.0.1").route("ens9f0", "172.16.0.0/16")
     for n in range(4):
-        fake.netif(f"ib{n}", operstate="up", physical=True)
+        fake.netif(f"ib{n}")
         fake.rdma(f"mlx5_{n}", link_layer="InfiniBand", rate="400 Gb/sec (4X NDR)", gids=ib_gids(n), slaves=[f"ib{n}"])
     fake.rdma("mlx5_4", rate="100 Gb/sec (4X EDR)", gids=roce_gids("172.16.5.9", "ens9f0", seed=44), slaves=["ens9f0"])
     return fake.limits(None, None).peermem("/sys/kernel/mm/memory_peers/nv_mem/version")
@@ -245,8 +245,7 @@ def ib_with_roce_storage(root: Path, env: Mapping[str, str] | None = None) -> Fa
 
 def plain_vm(root: Path, env: Mapping[str, str] | None = None) -> FakeHost:
     """No RDMA at all: eth0 with the default route, docker0 down, a veth, 64 KiB memlock, proprietary driver."""
-    fake = FakeHost(root, env).loopback().netif("eth0").netif("docker0", operstate="down", physical=False)
-    fake.netif("veth1a2b", physical=False)
+    fake = FakeHost(root, env).loopback().netif("eth0").netif("docker0", operstate="down").netif("veth1a2b")
     fake.route("eth0", "0.0.0.0/0", gateway="192.168.1.1").route("eth0", "192.168.1.0/24")
     fake.route("docker0", "172.17.0.0/16")
     return fake.limits(65536, 65536).nvidia_driver(open_module=False)

@@ -1,0 +1,1 @@
+"""Stand-in: model families of the fake `transformers` package."""

@@ -1,0 +1,1 @@
+"""Stand-in: the SigLIP model family, the one openpi's patch adds `check.py` to."""

@@ -1,0 +1,121 @@
+"""Transport proof from NCCL INFO lines (formats as NCCL 2.7-2.2x print them)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from entrypoint.findings import Status
+from entrypoint.nccl_log import debug_env, parse_lines, proof_findings, read_logs
+
+ROCE_GDR = """\
+node-a:5663:5663 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>
+node-a:5663:5663 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+node-a:5663:5809 [0] NCCL INFO NET/IB : Using [0]mlx5_bond_0:1/RoCE [1]mlx5_bond_1:1/RoCE [RO]; OOB eth0:10.0.0.2<0>
+node-a:5663:5809 [0] NCCL INFO Using network IB
+node-a:5663:5809 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+node-a:5663:5809 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA
+node-a:5663:5809 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/IB/1(8)/GDRDMA
+node-a:5664:5810 [1] NCCL INFO Channel 02/0 : 9[1] -> 1[1] [receive] via NET/IB/1/GDRDMA/Shared
+"""
+
+IBEXT_NO_GDR = """\
+node-b:987:1260 [7] NCCL INFO Using network IBext_v8
+node-b:987:1260 [7] NCCL INFO Channel 03/0 : 47[7] -> 39[7] [receive] via NET/IBext_v8/2
+node-b:986:1254 [6] NCCL INFO Channel 00/0 : 6[6] -> 38[6] [receive] via NET/IBext_v8/1/GDRDMA
+"""
+
+SOCKET = """\
+node-c:919:919 [0] NCCL INFO NET/IB : No device found.
+node-c:919:919 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.3<0>
+node-c:919:1150 [0] NCCL INFO Using network Socket
+node-c:926:1151 [7] NCCL INFO Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3
+node-c:921:1146 [2] NCCL INFO Channel 00/0 : 10[2] -> 9[1] via P2P/IPC/read
+"""
+
+LOCAL = """\
+solo:70:90 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+solo:71:91 [1] NCCL INFO Channel 00 : 1[1] -> 0[0] via SHM/direct/direct
+solo:72:92 [2] NCCL INFO Channel 01/0 : 2[2] -> 3[3] via P2P/direct pointer/read
+"""
+
+OLD_FORMAT = """\
+old-1:120890:121560 [0] NCCL INFO Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA
+old-1:120890:121563 [3] NCCL INFO Channel 01 : 3[ca000] -> 2[c7000] [send] via NET/IB/2/GDRDMA
+"""
+
+PREFIXED_BY_TORCHRUN = """\
+[default0]:tione-worker-1:77:215 [2] NCCL INFO Channel 02/0 : 3[3] -> 10[2] [receive] via NET/IBext/10/GDRDMA
+[rank3]: some training output mentioning via NET/Socket/0 without an NCCL prefix
+Traceback (most recent call last): nothing to see here
+"""
+
+
+@pytest.mark.parametrize("text, host, kind, net, intra", [
+    pytest.param(ROCE_GDR, "node-a", "rdma-gdr", ["IB"], ["P2P/CUMEM"], id="roce-gdrdma-with-pxn-and-shared"),
+    pytest.param(IBEXT_NO_GDR, "node-b", "rdma", ["IBext_v8"], [], id="ibext-plugin-partly-without-gdr"),
+    pytest.param(SOCKET, "node-c", "socket", ["Socket"], ["P2P/IPC"], id="socket-fallback"),
+    pytest.param(LOCAL, "solo", "local", [], ["P2P/CUMEM", "P2P/direct pointer", "SHM/direct"], id="single-node"),
+    pytest.param(OLD_FORMAT, "old-1", "rdma-gdr", ["IB"], [], id="pre-2.12-channel-format"),
+    pytest.param(PREFIXED_BY_TORCHRUN, "tione-worker-1", "rdma-gdr", ["IBext"], [], id="inside-a-node-log"),
+    pytest.param("x:1:1 [0] NCCL INFO Using network IBext\n", "x", "rdma", [], [], id="init-line-only"),
+])
+def test_classify_node(text, host, kind, net, intra):
+    proof = parse_lines(text.splitlines())
+    assert [n.host for n in proof.nodes] == [host]
+    node = proof.nodes[0]
+    assert (node.kind, sorted(node.net), sorted(node.intra)) == (kind, net, intra)
+
+
+def test_node_details():
+    node = parse_lines(ROCE_GDR.splitlines()).nodes[0]
+    assert (node.net_channels, node.gdr_channels, node.version) == (3, 3, "2.21.5")
+    assert node.nics == {"mlx5_bond_0:1/RoCE", "mlx5_bond_1:1/RoCE"} and node.network == {"IB"}
+    socket_node = parse_lines(SOCKET.splitlines()).nodes[0]
+    assert socket_node.nics == {"eth0:10.0.0.3<0>"}
+
+
+def test_nothing_recognisable():
+    assert parse_lines(["", "hello", "NCCL WARN nothing", "\x00\xff"]).nodes == ()
+
+
+def test_read_logs_per_rank_files(tmp_path):
+    (tmp_path / "nccl.node-a.5663.log").write_text(ROCE_GDR)
+    (tmp_path / "nccl.node-c.919.log").write_text("NCCL version 2.18.1+cuda12.1\n" + SOCKET)
+    (tmp_path / "nccl.garbage.1.log").write_bytes(b"\xff\xfe\x00 not text")
+    (tmp_path / "nccl.dir.2.log").mkdir()
+    (tmp_path / "unrelated.txt").write_text(SOCKET.replace("node-c", "node-z"))
+    proof = read_logs(tmp_path)
+    assert [(n.host, n.kind, n.version) for n in proof.nodes] == [("node-a", "rdma-gdr", "2.21.5"),
+                                                                   ("node-c", "socket", "2.18.1")]
+    assert proof.socket_nodes == ("node-c",)
+    assert json.loads(json.dumps(proof.to_json()))["socket_nodes"] == ["node-c"]
+    assert read_logs(tmp_path / "missing").nodes == ()
+
+
+@pytest.mark.parametrize("texts, planned, expected", [
+    pytest.param([ROCE_GDR, SOCKET], "roce", ("fabric.proof-socket", Status.WARN), id="socket-while-rdma-planned"),
+    pytest.param([ROCE_GDR, IBEXT_NO_GDR], "roce", ("fabric.proof", Status.PASS), id="rdma-as-planned"),
+    pytest.param([SOCKET], "socket", ("fabric.proof", Status.PASS), id="socket-as-planned"),
+    pytest.param([LOCAL], "local", ("fabric.proof", Status.PASS), id="single-node"),
+    pytest.param(["nothing here"], "roce", None, id="no-evidence"),
+])
+def test_proof_findings(texts, planned, expected):
+    findings = proof_findings(parse_lines("\n".join(texts).splitlines()), planned)
+    assert [(f.id, f.status) for f in findings] == ([expected] if expected else [])
+    if expected and expected[1] is Status.WARN:
+        assert "node-c" in findings[0].message.en and "1-3 GB/s" in findings[0].message.en
+        assert findings[0].hint.zh and findings[0].message.zh
+
+
+@pytest.mark.parametrize("platform, expected", [
+    pytest.param({}, {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
+                      "NCCL_DEBUG_FILE": "/cfs/logs/job/nccl.%h.%p.log"}, id="ours"),
+    pytest.param({"NCCL_DEBUG": "WARN"}, {}, id="user-level-kept"),
+    pytest.param({"NCCL_DEBUG": ""}, {}, id="user-empty-kept"),
+    pytest.param({"NCCL_DEBUG_FILE": "/tmp/mine.%p"}, {}, id="user-file-kept"),
+    pytest.param({"NCCL_DEBUG_SUBSYS": "COLL"}, {}, id="user-subsys-kept"),
+])
+def test_debug_env(platform, expected):
+    assert debug_env("/cfs/logs/job/", platform) == expected
