@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Mapping, TextIO
 
 from entrypoint.fabric import raise_memlock
+from entrypoint.failure import OutputTail, root_cause
 from entrypoint.host import Host
 from entrypoint.nccl_log import debug_env, proof_findings, read_logs
 from entrypoint.patch import apply_patch
@@ -69,11 +70,12 @@ def log_paths(plan: Plan, stamp: str) -> tuple[Path, Path]:
 
 
 class Supervisor:
-    """Runs torchrun, relays output to the Tee and `progress`, forwards signals, enforces the grace period."""
+    """Runs torchrun, relays output to the Tee and to `readers` (objects with `feed(text)`), forwards signals,
+    enforces the grace period."""
 
-    def __init__(self, command: list[str], cwd: str, env: Mapping[str, str], out: Tee, progress: Progress, grace: int) -> None:
+    def __init__(self, command: list[str], cwd: str, env: Mapping[str, str], out: Tee, readers: list[Any], grace: int) -> None:
         self.command, self.cwd, self.env = command, cwd, dict(env)
-        self.out, self.progress, self.grace = out, progress, grace
+        self.out, self.readers, self.grace = out, readers, grace
         self.signalled: int | None = None
         self.kill_deadline: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -96,7 +98,9 @@ class Supervisor:
             if not chunk:
                 return
             self.out.write_bytes(chunk)
-            self.progress.feed(chunk.decode("utf-8", "replace"))
+            text = chunk.decode("utf-8", "replace")
+            for reader in self.readers:
+                reader.feed(text)
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED_SIGNALS}
@@ -132,6 +136,7 @@ class Supervisor:
 
 
 def _outcome_class(code: int, signalled: bool) -> str:
+    """succeeded | killed (a signal ended the job) | training-crashed (training exited non-zero)."""
     if code == 0:
         return "succeeded"
     if signalled:
@@ -188,8 +193,11 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
         elif plan.patch.status == "present":
             out.write("vla-entrypoint: transformers_replace already present\n")
         record.data["memlock"] = raise_memlock().to_json()  # RDMA registration in the workers needs it
-    progress = Progress()
+    progress, tail = Progress(), OutputTail()
     env = plan.env.apply(host.env)
+    error_file = log_path.with_suffix(".error.json") if log_path is not None else None
+    if error_file is not None and "TORCHELASTIC_ERROR_FILE" not in env:
+        env["TORCHELASTIC_ERROR_FILE"] = str(error_file)
     nccl_dir = log_path.with_suffix(".nccl") if log_path is not None else None
     if nccl_dir is not None:
         nccl_env = debug_env(str(nccl_dir), {**host.env, **plan.fabric.env_kept})
@@ -199,7 +207,7 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
             record.data["nccl_debug"] = nccl_env
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.write()
-    supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, progress, plan.settings.grace_period)
+    supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, [progress, tail], plan.settings.grace_period)
     with record.phase("training"):
         code = supervisor.run()
     summary = progress.to_json()
@@ -212,11 +220,14 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
         for finding in proof_findings(proof, plan.fabric.transport):
             out.write(f"vla-entrypoint: {finding.status.value.upper()} {finding.id}: {render(finding.message, lang)}\n")
     record.data["outcome"] = {"exit_code": code, "class": _outcome_class(code, supervisor.signalled is not None),
-                              "signal": supervisor.signalled}
+                              "signal": supervisor.signalled,
+                              "root_cause": root_cause(error_file, tail) if code else None}
     record.write()
     saves = ", ".join(str(s["step"]) for s in progress.saves) or "none"
     out.write(f"vla-entrypoint: training ended with exit code {code}; last step {progress.last_step}, "
               f"last loss {progress.last_loss}, checkpoints saved this run: {saves}\n")
+    if record.data["outcome"]["root_cause"]:
+        out.write(f"vla-entrypoint: root cause: {record.data['outcome']['root_cause']}\n")
     if log_path is not None:
         out.write(f"vla-entrypoint: node log {log_path}; start-up record {record.path}\n")
     return code

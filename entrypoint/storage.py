@@ -52,7 +52,8 @@ def free_bytes(path: Path) -> int | None:
 
 
 def check_checkpoint_storage(settings: Settings, resume_step: int | None, weights_bytes: int | None) -> list[Finding]:
-    """Writable checkpoint folder (fail, exit 3), room for the coming saves (warn), final step saved (warn)."""
+    """Writable checkpoint folder and room for one checkpoint (fail, exit 3); room for every coming save and the
+    final step being saved (warn)."""
     folder = settings.experiment_dir
     ok, detail = writable(folder)
     if not ok:
@@ -65,7 +66,13 @@ def check_checkpoint_storage(settings: Settings, resume_step: int | None, weight
     per_save = CHECKPOINT_TO_WEIGHTS * weights_bytes if weights_bytes else DEFAULT_CHECKPOINT_BYTES
     needed = len(saves) * per_save
     free = free_bytes(folder)
-    if free is not None and free < needed:
+    if free is not None and saves and free < per_save:
+        findings.append(failed("storage.checkpoint-space",
+                               Text(f"only {free / GB:.2f} GB free under {detail}: not even one checkpoint of about {per_save / GB:.1f} GB fits",
+                                    f"{detail} 仅剩 {free / GB:.2f} GB:连一个约 {per_save / GB:.1f} GB 的检查点都放不下"),
+                               Text("Free space on the CFS (or move old experiments away) before starting the job.",
+                                    "请在启动任务前清理 CFS 空间(或移走旧实验)。"), str(folder)))
+    elif free is not None and free < needed:
         findings.append(warned("storage.checkpoint-space",
                                Text(f"{free / GB:.1f} GB free under {detail} but this run saves {len(saves)} checkpoint(s) of about {per_save / GB:.1f} GB ({needed / GB:.1f} GB); openpi keeps every one",
                                     f"{detail} 仅剩 {free / GB:.1f} GB,但本次训练将保存 {len(saves)} 个约 {per_save / GB:.1f} GB 的检查点(共 {needed / GB:.1f} GB),openpi 会全部保留"),

@@ -96,17 +96,19 @@ def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
     logs = sorted((world.assets / "logs").glob("pi05_libero_pytorch-node0-*.log"))
     assert len(logs) == 1 and "step=10 loss=0.9000" in logs[0].read_text()
     startup = json.loads(logs[0].with_suffix(".json").read_text())
-    assert startup["outcome"] == {"exit_code": 0, "class": "succeeded", "signal": None}
+    assert startup["outcome"] == {"exit_code": 0, "class": "succeeded", "signal": None, "root_cause": None}
     assert startup["progress"]["last_step"] == 10 and startup["progress"]["last_loss"] == 0.9
     assert startup["progress"]["checkpoints_saved"] == [{"step": 25, "path": "/ckpt/25"}]
     assert set(startup["phases_s"]) >= {"plan", "prepare", "training"}
 
 
-def test_run_returns_the_training_exit_code(world):
-    result = world.cli("run", env={"FAKE_TORCHRUN_EXIT": "7"})
+def test_run_returns_the_training_exit_code_and_root_cause(world):
+    result = world.cli("run", env={"FAKE_TORCHRUN_EXIT": "7", "FAKE_TORCHRUN_TRACEBACK": "1"})
     assert result.code == 7
-    log = next((world.assets / "logs").glob("*.json"))
-    assert json.loads(log.read_text())["outcome"]["class"] == "training-crashed"
+    outcome = json.loads(next((world.assets / "logs").glob("*.json")).read_text())["outcome"]
+    assert outcome["class"] == "training-crashed"
+    assert outcome["root_cause"] == "ValueError: batch_size=0 on rank 3"
+    assert "root cause: ValueError: batch_size=0 on rank 3" in result.out
 
 
 def test_failed_preflight_launches_nothing(world, tmp_path):
@@ -145,3 +147,21 @@ def test_sigterm_is_forwarded_and_exit_code_is_143(world, tmp_path, ignore_term)
         assert "grace period over" in rest
     startup = json.loads(next((world.assets / "logs").glob("*.json")).read_text())
     assert startup["outcome"]["class"] == "killed" and startup["outcome"]["signal"] == signal.SIGTERM
+
+
+def test_storage_too_small_for_one_checkpoint_fails_before_launch(world, monkeypatch):
+    from entrypoint import storage
+
+    weights = (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").stat().st_size
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 2 * weights)  # a checkpoint is ~3x the weights
+    result = world.cli("check")
+    assert result.code == 3 and "storage.checkpoint-space" in result.out
+
+
+def test_storage_short_of_all_saves_warns(world, monkeypatch):
+    from entrypoint import storage
+
+    weights = (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").stat().st_size
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 7 * weights)  # room for 2 of the 3 saves (25, 49, 50)
+    result = world.cli("check")
+    assert result.code == 0 and "WARN  storage.checkpoint-space" in result.out
