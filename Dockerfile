@@ -4,6 +4,8 @@
 
 # The TI-ONE VLA preset image (NGC PyTorch 26.02 + OFED 5.8, openpi in /workspace/openpi, Python 3.12).
 ARG BASE_IMAGE=ccr.ccs.tencentyun.com/tione-public-images/ngc-vla:ngc26.02-ofed5.8-hccgc50s-vla-v1.0
+# Only for openpi-taco: an image holding the TACO wheel, where named build contexts are unavailable (see below).
+ARG TACO_WHEEL_IMAGE=scratch
 
 FROM ${BASE_IMAGE} AS openpi
 ARG BASE_IMAGE
@@ -26,6 +28,15 @@ RUN mkdir -p /usr/local/lib/vla-entrypoint \
  && if [ -x /opt/nvidia/nvidia_entrypoint.sh ]; then target=/opt/nvidia/nvidia_entrypoint.sh; else target=/usr/bin/env; fi \
  && ln -sf "$target" /usr/local/lib/vla-entrypoint/base-entrypoint
 
+# py-spy: the stall watchdog reads stuck workers' Python stacks with it, without stopping them. The wheel comes
+# from docker/tools (scripts/setup-tools fetches it), else from the package index; without it the watchdog falls
+# back to faulthandler dumps.
+RUN --mount=type=bind,source=docker/tools,target=/tmp/tools \
+    export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1; \
+    python3 -m pip install -q --no-cache-dir --no-index --find-links /tmp/tools py-spy \
+ || python3 -m pip install -q --no-cache-dir --timeout 20 --retries 1 py-spy \
+ || echo "py-spy unavailable: stall diagnosis will use faulthandler dumps" >&2
+
 COPY entrypoint/data/job.yaml /etc/vla-entrypoint/job.yaml
 
 # The launcher itself, without dependencies (pyyaml and packaging come with the base; NGC's torch must not be
@@ -47,3 +58,18 @@ LABEL org.opencontainers.image.title="vla-entrypoint" \
 
 ENTRYPOINT ["tini", "-g", "--", "/usr/local/lib/vla-entrypoint/base-entrypoint", "vla-entrypoint"]
 CMD ["run"]
+
+# ---- openpi-taco: the same image with the TACO acceleration wheel baked in (bake target openpi-taco) ----
+# The wheel comes from the stage `taco`: bake's openpi-taco target replaces it with the named build context `taco`
+# (bake variable TACO_WHEEL_DIR, a folder holding exactly one taco_train-*.whl; needs BuildKit >= 0.10). Builders
+# without named contexts (Docker 20.10's built-in BuildKit, used by the stand-in tests) pass TACO_WHEEL_IMAGE, an
+# image holding the wheel (bake target taco-wheel-standin); with neither, the stage is empty and the build says so.
+FROM ${TACO_WHEEL_IMAGE} AS taco
+
+# entrypoint.taco_bake refuses, with a clear message, a missing wheel or one whose tags this image's python3 cannot
+# load (cp312 for the VLA base); otherwise it runs `pip install --no-deps --no-cache-dir --target /opt/taco-train`,
+# records the wheel's file name and sha256 in /opt/taco-train/WHEEL.json and prints the layer's size. The wheel is
+# bind-mounted, so it never lands in a layer; at start the launcher uses this prefix directly and installs nothing.
+FROM openpi AS openpi-taco
+RUN --mount=type=bind,from=taco,target=/tmp/taco \
+    PIP_ROOT_USER_ACTION=ignore python3 -m entrypoint.taco_bake /tmp/taco /opt/taco-train

@@ -29,6 +29,9 @@ variable "BASE_IMAGE" {
 variable "STANDIN_BASE" {
   default = "vla-entrypoint/standin-base:latest"
 }
+variable "TACO_WHEEL_DIR" {
+  default = "./taco-wheel"  # a folder holding exactly one taco_train-*.whl, for the openpi-taco targets
+}
 variable "STANDIN_ROOTFS" {
   default = ""  # set by scripts/build-standin-base to the imported Debian rootfs
 }
@@ -67,6 +70,16 @@ target "openpi-push" {
   output     = ["type=registry"]
 }
 
+# openpi plus the TACO wheel from TACO_WHEEL_DIR, installed at build time (the job then installs nothing at start).
+# The named context replaces the Dockerfile's `taco` stage; it needs BuildKit >= 0.10 (Docker >= 23 or a
+# docker-container builder).
+target "openpi-taco" {
+  inherits = ["openpi"]
+  target   = "openpi-taco"
+  contexts = { taco = TACO_WHEEL_DIR }
+  tags     = ["${REGISTRY}/${NAMESPACE}/${IMAGE}:${TAG}-taco"]
+}
+
 # ---- stand-ins: tests and the demo only ----
 target "standin-base" {
   context = "tests/standin"
@@ -80,5 +93,22 @@ target "openpi-standin" {
   target   = "openpi"
   args     = { BASE_IMAGE = STANDIN_BASE }
   tags     = ["vla-entrypoint/openpi-standin:test"]
+  output   = ["type=docker"]
+}
+
+# Docker 20.10's built-in BuildKit (0.8) has no named contexts, so the stand-in takes the wheel from a local image:
+# `docker buildx bake taco-wheel-standin` (TACO_WHEEL_DIR -> an image holding the folder), then openpi-taco-standin.
+target "taco-wheel-standin" {
+  context           = TACO_WHEEL_DIR
+  dockerfile-inline = "FROM scratch\nCOPY . /\n"
+  tags              = ["vla-entrypoint/taco-wheel-standin:test"]
+  output            = ["type=docker"]
+}
+
+target "openpi-taco-standin" {
+  inherits = ["openpi-standin"]
+  target   = "openpi-taco"
+  args     = { TACO_WHEEL_IMAGE = "vla-entrypoint/taco-wheel-standin:test" }
+  tags     = ["vla-entrypoint/openpi-taco-standin:test"]
   output   = ["type=docker"]
 }

@@ -52,11 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("run", "verify, then start training with torchrun (the default)"),
         ("check", "run every inspection; launch nothing, change nothing"),
         ("plan", "inspections plus the resolved environment and command; change nothing"),
+        ("preflight", "all-reduce bandwidth over every GPU of every node via torchrun (run it on every node)"),
     )
     for name, text in specs:
         sub = commands.add_parser(name, help=text, description=text, epilog=EPILOG,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-        if name in ("check", "plan"):
+        if name in ("check", "plan", "preflight"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
         _add_setting_flags(sub)
     return parser
@@ -93,6 +94,30 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
     return plan.exit_code
 
 
+def _preflight(host: Host, args: argparse.Namespace) -> int:
+    from entrypoint.findings import Status
+    from entrypoint.plan import build_plan
+    from entrypoint.preflight import run_preflight, table
+    from entrypoint.text import EXIT_PREFLIGHT, language, render
+
+    plan = build_plan(host, _flags(args))
+    result = run_preflight(plan, plan.env.apply(host.env), sys.stderr if args.json else sys.stdout)
+    failed = result.status in ("hang", "error", "below")
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        if result.results:
+            print(table(result))
+        lang = language(host.env)
+        for finding in result.findings:
+            print(f"  {finding.status.value.upper()}  {finding.id}  {render(finding.message, lang)}")
+            if finding.status is not Status.PASS and finding.hint:
+                print(f"        -> {render(finding.hint, lang)}")
+        if result.output_tail and failed:
+            print(result.output_tail)
+    return EXIT_PREFLIGHT if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
@@ -109,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from entrypoint.launch import run
 
             return run(host, _flags(args))
+        if args.command == "preflight":
+            return _preflight(host, args)
         return _inspect(host, args)
     except Problem as problem:
         if json_mode:

@@ -94,7 +94,7 @@ def source_name(source: str) -> str:
     """The file name a source names: the last path segment, percent-decoded for URLs."""
     parts = urllib.parse.urlsplit(source)
     if parts.scheme in ("http", "https", "file"):
-        return urllib.parse.unquote(parts.path.rstrip("/").rsplit("/", 1)[-1])
+        return urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
     return Path(source).name
 
 
@@ -304,9 +304,9 @@ class _Transfer:
                 if self.total_from(error.headers.get("Content-Range")) == self.have:
                     return  # already complete
                 self._restart(handle)
-                raise self._failure("http", f"HTTP 416 for a resumed range; starting over", "续传范围无效(HTTP 416);将重新下载",
+                raise self._failure("http", "HTTP 416 for a resumed range; starting over", "续传范围无效(HTTP 416);将重新下载",
                                     True) from None
-            raise self._failure("http", f"HTTP {error.code} {error.reason} from {where}", f"{where} 返回 HTTP {error.code} {error.reason}",
+            raise self._failure("http", f"HTTP {error.code} {error.reason}", f"服务器返回 HTTP {error.code} {error.reason}",
                                 error.code in RETRYABLE_HTTP) from None
         except DownloadError:
             raise

@@ -68,6 +68,8 @@ def training_env(
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",  # training output reaches the log as it happens
+        "PYTHONFAULTHANDLER": "1",  # stacks on a crash, and on the stall watchdog's SIGABRT when py-spy is absent
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",  # a failed or timed-out collective tears the process down
     }
     if settings.dataset_repo_id is not None:
         defaults["HF_LEROBOT_HOME"] = str(settings.path("lerobot_home"))

@@ -1,7 +1,8 @@
-"""Why training failed: the root cause from torchrun's error file, else the last Python exception in the output.
+"""Why training failed, in one line: the failed worker's own exception, and torchrun's verdict on it.
 
-torchrun writes the first failed worker's error to `TORCHELASTIC_ERROR_FILE` when that worker recorded one
-(`@record`); openpi's trainer does not, so the last traceback in the node's output is the fallback.
+torchrun writes the first failed worker's error to `TORCHELASTIC_ERROR_FILE` only when that worker recorded one
+(`@record`; openpi's trainer does not); otherwise the worker's last traceback in the output names the exception,
+and torchrun's "Root Cause (first observed failure)" block names the rank, exit code and signal.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import json
 import re
 from collections import deque
 from pathlib import Path
-from typing import Iterable
 
+_LAUNCHER_EXCEPTIONS = ("ChildFailedError", "SignalException")
+_ROOT_FIELD = re.compile(r"^\s*(?P<key>rank|exitcode|traceback|host)\s*:\s*(?P<value>.+?)\s*$")
 _EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\]:?\s*)?(?P<line>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b.*)$")
 TAIL_LINES = 200
 
@@ -41,18 +43,46 @@ def from_error_file(path: Path) -> str | None:
     return str(message).strip().splitlines()[-1] if message else None
 
 
-def from_output(lines: Iterable[str]) -> str | None:
-    """The exception line that ends the last traceback in the output."""
-    lines = list(lines)
-    starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+def worker_exception(lines: list[str]) -> str | None:
+    """The exception line ending the last traceback that is not torchrun's own."""
+    found = None
+    in_traceback = False
+    for line in lines:
+        if "Traceback (most recent call last)" in line:
+            in_traceback = True
+            continue
+        match = _EXCEPTION_LINE.match(line.strip()) if in_traceback else None
+        if match:
+            in_traceback = False
+            if not any(name in match["line"] for name in _LAUNCHER_EXCEPTIONS):
+                found = match["line"]
+    return found
+
+
+def torchrun_verdict(lines: list[str]) -> str | None:
+    """torchrun's first observed failure, e.g. `rank 1 (local_rank: 1) on node0: exitcode -9, Signal 9 (SIGKILL) …`."""
+    starts = [i for i, line in enumerate(lines) if "Root Cause (first observed failure)" in line]
     if not starts:
         return None
-    for line in lines[starts[-1] + 1:]:
-        match = _EXCEPTION_LINE.match(line.strip())
-        if match:
-            return match["line"]
-    return None
+    fields: dict[str, str] = {}
+    for line in lines[starts[-1] + 1:starts[-1] + 12]:
+        match = _ROOT_FIELD.match(line)
+        if match and match["key"] not in fields:
+            fields[match["key"]] = match["value"]
+    if "rank" not in fields:
+        return None
+    text = f"rank {fields['rank']}" + (f" on {fields['host']}" if "host" in fields else "")
+    text += f": exitcode {fields.get('exitcode', '?')}"
+    if fields.get("traceback") and not fields["traceback"].startswith("To enable traceback"):
+        text += f", {fields['traceback']}"
+    return text
 
 
 def root_cause(error_file: Path | None, tail: OutputTail) -> str | None:
-    return (from_error_file(error_file) if error_file else None) or from_output(tail.lines)
+    """The best one-line explanation available, or None."""
+    recorded = from_error_file(error_file) if error_file else None
+    if recorded and not any(name in recorded for name in _LAUNCHER_EXCEPTIONS):
+        return recorded
+    lines = list(tail.lines)
+    parts = [p for p in (worker_exception(lines), torchrun_verdict(lines)) if p]
+    return " — ".join(parts) or recorded

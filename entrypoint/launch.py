@@ -19,17 +19,23 @@ from pathlib import Path
 from typing import Any, BinaryIO, Mapping, TextIO
 
 from entrypoint.fabric import raise_memlock
+from entrypoint.findings import Status
+from entrypoint.taco import activate_taco
+from entrypoint.watchdog import EXIT_STALLED, Watchdog, diagnose, summary_lines, write_stacks
+from entrypoint.taco_summary import SummaryReader
 from entrypoint.failure import OutputTail, root_cause
 from entrypoint.host import Host
 from entrypoint.nccl_log import debug_env, proof_findings, read_logs
 from entrypoint.patch import apply_patch
 from entrypoint.plan import Plan, build_plan
+from entrypoint.processes import ProcessTree
 from entrypoint.progress import Progress
 from entrypoint.record import StartupRecord
 from entrypoint.report import command_line, health_summary
 from entrypoint.resume import set_aside
 from entrypoint.storage import writable
-from entrypoint.text import language, render
+from entrypoint.preflight import run_preflight, table
+from entrypoint.text import EXIT_PREFLIGHT, language, render
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -73,12 +79,17 @@ class Supervisor:
     """Runs torchrun, relays output to the Tee and to `readers` (objects with `feed(text)`), forwards signals,
     enforces the grace period."""
 
-    def __init__(self, command: list[str], cwd: str, env: Mapping[str, str], out: Tee, readers: list[Any], grace: int) -> None:
+    def __init__(self, command: list[str], cwd: str, env: Mapping[str, str], out: Tee, readers: list[Any], grace: int,
+                 watchdog: Watchdog | None = None, tail: OutputTail | None = None, stall_action: str = "fail",
+                 stacks_path: Path | None = None) -> None:
         self.command, self.cwd, self.env = command, cwd, dict(env)
         self.out, self.readers, self.grace = out, readers, grace
+        self.watchdog, self.tail, self.stall_action, self.stacks_path = watchdog, tail, stall_action, stacks_path
+        self.stall: dict[str, Any] | None = None
         self.signalled: int | None = None
         self.kill_deadline: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.tree: ProcessTree | None = None
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -107,6 +118,7 @@ class Supervisor:
         try:
             self.proc = subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, start_new_session=True)
+            self.tree = ProcessTree(self.proc.pid)
             reader = threading.Thread(target=self._relay, name="relay", daemon=True)
             reader.start()
             while True:
@@ -114,25 +126,60 @@ class Supervisor:
                     code = self.proc.wait(timeout=0.5)
                     break
                 except subprocess.TimeoutExpired:
+                    self.tree.refresh()
+                    stalled = self.watchdog.check() if self.watchdog is not None else None
+                    if stalled is not None:
+                        self._on_stall(*stalled)
                     if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
-                        self.out.write("vla-entrypoint: grace period over; killing the training process tree\n")
-                        self._kill_tree()
+                        killed = self.tree.kill()
+                        self.out.write(f"vla-entrypoint: grace period over; killed the training process tree ({len(killed)} left)\n")
                         self.kill_deadline = None
-            self._kill_tree()  # workers that outlived torchrun must not hold GPUs or the output pipe
+            leftovers = self.tree.kill()  # workers that outlived torchrun must not hold GPUs or the output pipe
+            if leftovers and self.signalled is None:
+                self.out.write(f"vla-entrypoint: killed {len(leftovers)} process(es) torchrun left behind\n")
             reader.join(timeout=10)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.signalled is not None:
             return 128 + self.signalled
+        if self.stall is not None and self.stall_action == "fail":
+            return EXIT_STALLED
         return 128 - code if code < 0 else code
 
-    def _kill_tree(self) -> None:
-        assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _on_stall(self, silent: float, limit: float) -> None:
+        """Warn loudly, diagnose without stopping anything, then (action fail) end the job."""
+        assert self.tree is not None
+        self.out.write(f"\n{'!' * 100}\nvla-entrypoint: STALL: no training progress for {silent:.0f}s (limit {limit:.0f}s). "
+                       f"Last output lines:\n")
+        for line in list(self.tail.lines)[-20:] if self.tail else []:
+            self.out.write(f"  | {line}\n")
+        diagnosis = diagnose(self.tree)
+        for line in summary_lines(diagnosis):
+            self.out.write(f"vla-entrypoint: STALL: {line}\n")
+        for pid, stack in diagnosis["stacks"].items():
+            self.out.write(f"vla-entrypoint: STALL: Python stack of pid {pid}:\n{stack}\n")
+        if self.stacks_path is not None and diagnosis["stacks"]:
+            write_stacks(diagnosis, self.stacks_path)
+        self.stall = {"silent_s": round(silent, 1), "limit_s": round(limit, 1), "action": self.stall_action,
+                      "diagnosis": {k: v for k, v in diagnosis.items() if k != "stacks"},
+                      "stacks_file": str(self.stacks_path) if self.stacks_path and diagnosis["stacks"] else None}
+        if self.stall_action != "fail":
+            self.out.write("vla-entrypoint: STALL: stall_action=warn: training goes on\n" + "!" * 100 + "\n")
+            return
+        if not diagnosis["stacks"]:
+            # No py-spy: faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack on SIGABRT; the job ends anyway.
+            for proc in self.tree.alive():
+                if proc.ppid == self.tree.root:
+                    os.kill(proc.pid, signal.SIGABRT)
+            self.stall["diagnosis"]["method"] = "faulthandler (stacks in the node log)"
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.out.write(f"vla-entrypoint: STALL: ending this node with exit code {EXIT_STALLED} so the platform ends the job\n"
+                       + "!" * 100 + "\n")
+        self.tree.kill()
 
 
 def _outcome_class(code: int, signalled: bool) -> str:
@@ -193,11 +240,30 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
         elif plan.patch.status == "present":
             out.write("vla-entrypoint: transformers_replace already present\n")
         record.data["memlock"] = raise_memlock().to_json()  # RDMA registration in the workers needs it
-    progress, tail = Progress(), OutputTail()
-    env = plan.env.apply(host.env)
+    with record.phase("taco"):
+        taco = activate_taco(plan.taco, plan.env.apply(host.env), out, lang=lang)
+    record.data["taco"] = taco.to_json()
+    if taco.finding is not None and taco.finding.status is Status.FAIL:
+        health_summary([taco.finding], "TACO acceleration", lang, out)
+        record.data["outcome"] = {"exit_code": taco.finding.exit_code, "class": "preflight-failed"}
+        record.write()
+        return taco.finding.exit_code
+    env = taco.env
+    progress, tail, taco_reader = Progress(), OutputTail(), SummaryReader()
     error_file = log_path.with_suffix(".error.json") if log_path is not None else None
     if error_file is not None and "TORCHELASTIC_ERROR_FILE" not in env:
         env["TORCHELASTIC_ERROR_FILE"] = str(error_file)
+    if plan.settings.preflight != "off":
+        with record.phase("preflight"):
+            preflight = run_preflight(plan, env, out)
+        record.data["preflight"] = preflight.to_json()
+        if preflight.results:
+            out.write(table(preflight) + "\n")
+        health_summary(preflight.findings, "bandwidth preflight", lang, out)
+        if plan.settings.preflight == "fail" and preflight.status in ("hang", "error", "below"):
+            record.data["outcome"] = {"exit_code": EXIT_PREFLIGHT, "class": "preflight-failed"}
+            record.write()
+            return EXIT_PREFLIGHT
     nccl_dir = log_path.with_suffix(".nccl") if log_path is not None else None
     if nccl_dir is not None:
         nccl_env = debug_env(str(nccl_dir), {**host.env, **plan.fabric.env_kept})
@@ -207,7 +273,9 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
             record.data["nccl_debug"] = nccl_env
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.write()
-    supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, [progress, tail], plan.settings.grace_period)
+    watchdog = Watchdog(plan.settings.stall_timeout, progress, started_at=time.monotonic())
+    supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, [progress, tail, taco_reader], plan.settings.grace_period,
+                            watchdog, tail, plan.settings.stall_action, log_path.with_suffix(".stacks.txt") if log_path else None)
     with record.phase("training"):
         code = supervisor.run()
     summary = progress.to_json()
@@ -222,10 +290,17 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
     record.data["outcome"] = {"exit_code": code, "class": _outcome_class(code, supervisor.signalled is not None),
                               "signal": supervisor.signalled,
                               "root_cause": root_cause(error_file, tail) if code else None}
+    if supervisor.stall is not None:
+        record.data["stall"] = supervisor.stall
+        if code == EXIT_STALLED:
+            record.data["outcome"].update({"class": "stalled", "root_cause": f"no progress for {supervisor.stall['silent_s']}s"})
+    taco_outcome = taco.outcome(taco_reader.close(), topo.node_rank)
+    record.data["taco"]["outcome"] = taco_outcome.to_json()
     record.write()
     saves = ", ".join(str(s["step"]) for s in progress.saves) or "none"
     out.write(f"vla-entrypoint: training ended with exit code {code}; last step {progress.last_step}, "
               f"last loss {progress.last_loss}, checkpoints saved this run: {saves}\n")
+    out.write(f"vla-entrypoint: {render(taco_outcome.message, lang)}\n")
     if record.data["outcome"]["root_cause"]:
         out.write(f"vla-entrypoint: root cause: {record.data['outcome']['root_cause']}\n")
     if log_path is not None:

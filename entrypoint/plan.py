@@ -22,6 +22,7 @@ from entrypoint.patch import PatchState, patch_state, transformers_dir
 from entrypoint.resume import ResumeDecision, decide_resume
 from entrypoint.settings import Settings, load_settings, suggest_variable
 from entrypoint.storage import check_checkpoint_storage, check_datasets_cache
+from entrypoint.taco import TacoPlan, plan_taco
 from entrypoint.text import Text
 from entrypoint.topology import Topology, resolve_topology
 
@@ -36,6 +37,7 @@ class Plan:
     resume: ResumeDecision
     patch: PatchState
     command: list[str]
+    taco: TacoPlan
 
     @property
     def exit_code(self) -> int:
@@ -51,6 +53,7 @@ class Plan:
             "checks": [f.to_json() for f in self.findings],
             "resume": self.resume.to_json(),
             "transformers_patch": self.patch.to_json(),
+            "taco": self.taco.to_json(),
             "settings": self.settings.to_json(),
         }
         if with_command:
@@ -59,8 +62,8 @@ class Plan:
         return data
 
 
-def torchrun_command(topology: Topology, trainer_args: list[str], env: Mapping[str, str]) -> list[str]:
-    """torchrun with the topology spelled out, so no inherited PET_* default can change it."""
+def torchrun_command(topology: Topology, trainer_args: list[str], env: Mapping[str, str], rendezvous_timeout: int) -> list[str]:
+    """torchrun with the topology and rendezvous timeout spelled out, so no inherited PET_* default changes them."""
     torchrun = shutil.which("torchrun", path=env.get("PATH")) or "torchrun"
     return [
         torchrun,
@@ -69,6 +72,7 @@ def torchrun_command(topology: Topology, trainer_args: list[str], env: Mapping[s
         "--node_rank", str(topology.node_rank),
         "--master_addr", topology.master_addr,
         "--master_port", str(topology.master_port),
+        "--rdzv_conf", f"timeout={rendezvous_timeout}",
     ] + trainer_args
 
 
@@ -130,6 +134,9 @@ def build_plan(host: Host, flags: Mapping[str, Any] | None = None) -> Plan:
     findings += fabric.findings
     env_plan.set.update(fabric.env_set)
     env_plan.kept.update(fabric.env_kept)
+    taco = plan_taco(settings, env_plan.apply(env), baked_dir=host.path("/opt/taco-train"))
+    env_plan.merge(taco.env)
+    findings += taco.findings
     patch = patch_state(Path(settings.openpi_dir), transformers_dir())
     findings.append(_patch_finding(patch))
     trainer = TrainerFlags(
@@ -139,6 +146,6 @@ def build_plan(host: Host, flags: Mapping[str, Any] | None = None) -> Plan:
         checkpoint_base_dir=settings.path("checkpoint_base_dir"), num_workers=settings.num_workers,
         resume=resume.action == "resume", extra_args=tuple(settings.extra_args),
     )
-    command = torchrun_command(topology, trainer.argv(settings.train_config), env)
+    command = torchrun_command(topology, trainer.argv(settings.train_config), env, settings.rendezvous_timeout)
     findings += _check_trainer(settings, command)
-    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, command)
+    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, command, taco)

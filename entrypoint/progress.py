@@ -1,16 +1,21 @@
 """Training progress read from the trainer's output: last step, loss, step time and checkpoints saved.
 
 Fed with raw output chunks (tqdm's carriage returns included); understands openpi's `step=… loss=…` and
-`Saved checkpoint at step N -> path` lines (see `openpi.py`).
+`Saved checkpoint at step N -> path` lines (see `openpi.py`), and a progress bar's `N/M` count moving. Each of
+these is a progress event; the stall watchdog measures the time since the last one.
 """
 
 from __future__ import annotations
 
+import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from entrypoint.openpi import SAVED_LINE, STEP_LINE
+
+_BAR_COUNT = re.compile(r"\|\s*(?P<done>\d+)/(?P<total>\d+)\s*\[")
 
 
 @dataclass
@@ -21,8 +26,20 @@ class Progress:
     step_time: float | None = None  # seconds per step between the last two logged steps
     first_step_at: float | None = None  # clock value when the first step line arrived
     saves: list[dict[str, object]] = field(default_factory=list)
+    last_event_at: float | None = None  # clock value of the latest progress event
+    gaps: list[float] = field(default_factory=list)  # seconds between consecutive progress events (latest 50)
     _pending: str = ""
     _last_seen: tuple[int, float] | None = None
+    _bar: int | None = None
+
+    def _event(self, now: float) -> None:
+        if self.last_event_at is not None:
+            self.gaps = (self.gaps + [now - self.last_event_at])[-50:]
+        self.last_event_at = now
+
+    def typical_gap(self) -> float | None:
+        """The median time between progress events, once a few have been seen."""
+        return statistics.median(self.gaps) if len(self.gaps) >= 3 else None
 
     def feed(self, chunk: str) -> None:
         """Consume output; complete lines (ended by \\n or \\r) are parsed, the rest waits for more."""
@@ -35,11 +52,17 @@ class Progress:
         saved = SAVED_LINE.search(line)
         if saved:
             self.saves.append({"step": int(saved["step"]), "path": saved["path"]})
+            self._event(self.clock())
             return
+        bar = _BAR_COUNT.search(line)
+        if bar and int(bar["done"]) != self._bar:
+            self._bar = int(bar["done"])
+            self._event(self.clock())
         match = STEP_LINE.search(line)
         if not match:
             return
         step, now = int(match["step"]), self.clock()
+        self._event(now)
         if self.first_step_at is None:
             self.first_step_at = now
         if self._last_seen is not None and step > self._last_seen[0]:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from entrypoint.download import display
 from entrypoint.masking import masked
 from entrypoint.text import Problem, Text, job_error
 
@@ -30,7 +31,7 @@ class Key:
     """One setting: its YAML key, variable, flag, type and default."""
 
     name: str
-    kind: str  # int | bool | str | choice | path | args | env
+    kind: str  # int | float | bool | str | choice | path | args | env
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -67,19 +68,25 @@ KEYS: tuple[Key, ...] = (
     Key("log_dir", "path", "logs", "per-node logs and start-up records; relative to assets_root"),
     Key("device", "choice", "gpu", "gpu, or cpu for demos and tests (gloo, no GPU checks)", choices=("gpu", "cpu")),
     Key("overwrite", "bool", False, "move an existing experiment folder aside (never deleted) and start fresh"),
+    Key("rendezvous_timeout", "int", 600, "seconds torchrun waits for every node to join (a node that never starts ends the job after this)"),
+    Key("stall_timeout", "int", None, "seconds without training progress before the stall watchdog acts; unset/auto: 30 min before the first step, then max(10 min, 20x the usual gap between progress lines); 0 turns it off", minimum=0, nullable=True),
+    Key("stall_action", "choice", "fail", "on a stall: fail (diagnose, then end the node non-zero so the platform ends the job) or warn (diagnose only)", choices=("fail", "warn")),
     Key("grace_period", "int", 30, "seconds workers get to exit after SIGTERM before they are killed", minimum=0),
     Key("taco", "choice", "auto", "TACO acceleration: off, auto (use it when possible, never fatal) or on (a TACO problem fails the launch)", choices=("off", "auto", "on")),
     Key("taco_wheel", "str", TACO_WHEEL_URL, "TACO wheel to install at start when the image has none baked: a file path or an https URL", nullable=True),
     Key("taco_wheel_sha256", "str", None, "expected sha256 of the TACO wheel (a mismatch refuses the wheel)", nullable=True),
     Key("taco_features", "str", None, "TACO_TRAIN_FEATURES override (default from the model profile: openpi, wan2.2, else auto)", nullable=True),
     Key("taco_allow_http", "bool", False, "allow a plain-http TACO wheel URL (https only otherwise)"),
+    Key("preflight", "choice", "off", "bandwidth preflight before training: off, warn (report) or fail (exit 3 when below the minimum or hung)", choices=("off", "warn", "fail")),
+    Key("preflight_timeout", "int", 300, "seconds before a hung preflight is stopped (a hang points at peer-to-peer transport)"),
+    Key("preflight_min_busbw", "float", None, "minimum all-reduce bus bandwidth in GB/s (default: half the expectation for the fabric)", nullable=True),
     Key("extra_args", "args", [], "extra trainer flags appended to the command (YAML list, or a shell-quoted string in the variable)"),
     Key("env", "env", {}, "extra environment variables for training (YAML mapping only)"),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 # Variables that are ours but are not settings keys.
 OTHER_VARIABLES = ("VLA_JOB_FILE", "VLA_BAKED_JOB_FILE", "VLA_HOST_ROOT", "VLA_LANG")
-_NONE_WORDS = ("", "none", "null")
+_NONE_WORDS = ("", "none", "null", "auto")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -112,6 +119,8 @@ class Settings:
 
     def to_json(self) -> dict[str, Any]:
         values = {**self.values, "env": masked(self.values["env"])}
+        if values["taco_wheel"]:
+            values["taco_wheel"] = display(values["taco_wheel"])  # a signed URL's query is a credential
         return {"values": values, "sources": self.sources, "files": list(self.files)}
 
 
@@ -142,6 +151,14 @@ def _convert(key: Key, raw: Any, where: str, from_text: bool) -> Any:
         if raw_int < key.minimum:
             raise bad(f"an integer >= {key.minimum}", f"不小于 {key.minimum} 的整数")
         return raw_int
+    if kind == "float":
+        try:
+            value = float(raw) if not isinstance(raw, bool) else -1.0
+        except (TypeError, ValueError):
+            value = -1.0
+        if not value > 0 or value == float("inf"):
+            raise bad("a positive number", "正数")
+        return value
     if kind == "bool":
         if isinstance(raw, bool):
             return raw

@@ -19,7 +19,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BORDERS = "│┃║|"
 _RULE = re.compile(r"^[\s─━═\-=+*~┌┐└┘├┤┬┴┼╭╮╯╰╔╗╚╝╠╣╟╢╞╡]+$")
 _BOTTOM = re.compile(r"[└┘╰╯╚╝]")
-_FEATURE = re.compile(r"^(?P<name>[A-Za-z][\w.-]*)\s*(?::\s*|\s+)(?P<status>\S.*?)\s*$")
+_FEATURE = re.compile(r"^(?P<name>[A-Za-z][\w.-]*)\s*(?:[:│┃║|]\s*|\s+)(?P<status>\S.*?)\s*$")  # name, a column rule or space, status
 _MAX_LINES = 200  # a box longer than this is not a summary box
 
 

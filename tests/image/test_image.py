@@ -130,3 +130,14 @@ def test_sigterm_stops_workers_and_exits_143(docker_client, built_image, cfs):
     assert code == 143, top
     assert elapsed < 10
     assert "received SIGTERM" in top
+
+
+def test_preflight_measures_allreduce_on_cpu(docker_client, built_image, cfs):
+    result = run_container(docker_client, built_image, command=["preflight", "--json"], env=tione_env(per_node=2),
+                           mounts={str(cfs): CFS_IN_CONTAINER})
+    assert result.code == 0, result.logs
+    data = json.loads(result.stdout)
+    assert data["status"] == "passed" and [r["bytes"] for r in data["results"]] == [64 << 10, 1 << 20, 8 << 20]
+    assert all(r["median_gbps"] > 0 for r in data["results"])
+    text = run_container(docker_client, built_image, command=["preflight"], env=tione_env(per_node=1), mounts={str(cfs): CFS_IN_CONTAINER})
+    assert text.code == 0 and "single GPU has no peers" in text.stdout

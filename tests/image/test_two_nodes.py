@@ -46,7 +46,9 @@ def test_two_node_job(two_node_cfs, docker_services, docker_compose_project_name
     experiment = two_node_cfs / "checkpoints/pi05_libero/pi05_libero_pytorch"
     assert sorted(p.name for p in experiment.iterdir()) == ["25", "49", "50"]
     assert "Saved checkpoint at step 50" in logs["node0"] and "Saved checkpoint" not in logs["node1"]
-    assert "world_size=4" in logs["node0"] or "4 in all" in logs["node0"]
+    assert "4 in all" in logs["node0"]
+    for name in ("node0", "node1"):  # the bandwidth preflight ran across both nodes before training
+        assert "health check: bandwidth preflight" in logs[name] and "all-reduce bus bandwidth" in logs[name]
     for rank in (0, 1):
         (log,) = (two_node_cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
         record = json.loads(log.with_suffix(".json").read_text())

@@ -24,7 +24,7 @@ def test_plan_json_for_node_1_of_2x8(world):
     assert Path(command[0]).name == "torchrun"
     assert command[1:11] == ["--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1", "--master_addr", "10.0.0.1",
                              "--master_port", "23456"]
-    assert command[11:13] == ["scripts/train_pytorch.py", "pi05_libero"]
+    assert command[11:15] == ["--rdzv_conf", "timeout=600", "scripts/train_pytorch.py", "pi05_libero"]
     for flag, value in (("--exp-name", "pi05_libero_pytorch"), ("--batch-size", "256"), ("--num-train-steps", "50"),
                         ("--log-interval", "10"), ("--save-interval", "25"), ("--pytorch-training-precision", "bfloat16"),
                         ("--pytorch-weight-path", str(world.assets / "checkpoints/pi05_base_pytorch")),

@@ -24,7 +24,12 @@ Kept from openpi (`scripts/train_pytorch.py`, `src/openpi/training/config.py`):
   folder or a step is missing); `--overwrite` deletes the experiment folder on every rank; an existing folder
   without either is reused.
 Stand-in only: STANDIN_STEP_SECONDS (float, default 0) sleeps after every step so tests can interrupt a run;
-the progress bar is a plain imitation of tqdm's. SIGTERM ends the process like any Python program.
+STANDIN_SAVE_SECONDS sleeps inside each checkpoint write (a slow file system); STANDIN_FAULT injects a stall:
+  `hang-collective@R:S`  at step S every rank enters a barrier that rank R never joins (it sleeps forever)
+  `hang-dataloader@S`    rank 0's data-loader worker blocks forever when producing the batch of step S
+  `silent@S`             rank 0 stops printing at step S but keeps training (slowly: 1 s a step)
+Batches come from a torch DataLoader with `--num-workers` worker processes, as in openpi. The progress bar is a
+plain imitation of tqdm's. SIGTERM ends the process like any Python program.
 """
 
 import argparse
@@ -260,20 +265,40 @@ def check_dataset(repo_id: str) -> None:
                  f"{info.get('total_frames')} frames at {info.get('fps')} fps ({root})")
 
 
-class SyntheticData:
+def fault(kind: str) -> list[int] | None:
+    """The numbers of STANDIN_FAULT=`kind@a[:b]`, or None when that fault is not asked for."""
+    name, _, where = os.environ.get("STANDIN_FAULT", "").partition("@")
+    return [int(n) for n in where.split(":")] if name == kind else None
+
+
+def _hang_forever(reason: str) -> None:
+    logging.info(f"stand-in fault: {reason}; hanging")
+    while True:
+        time.sleep(3600)
+
+
+class SyntheticBatches(torch.utils.data.IterableDataset):
     """Endless (state, actions) batches: actions are one fixed linear map of the state, plus noise."""
 
-    def __init__(self, batch_size: int, seed: int, rank: int, device: torch.device) -> None:
+    def __init__(self, batch_size: int, seed: int, rank: int) -> None:
         if batch_size <= 0:  # what torch's DataLoader says for openpi's per-rank batch of 0
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
-        self.batch_size, self.device = batch_size, device
-        self.target = torch.randn(STATE_DIM, ACTION_DIM, generator=torch.Generator().manual_seed(seed))
-        self.rng = torch.Generator().manual_seed(seed + 1 + rank)
+        self.batch_size, self.seed, self.rank = batch_size, seed, rank
 
-    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        state = torch.randn(self.batch_size, STATE_DIM, generator=self.rng)
-        actions = state @ self.target + 0.01 * torch.randn(self.batch_size, ACTION_DIM, generator=self.rng)
-        return state.to(self.device), actions.to(self.device)
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        workers, worker = (info.num_workers, info.id) if info else (1, 0)
+        target = torch.randn(STATE_DIM, ACTION_DIM, generator=torch.Generator().manual_seed(self.seed))
+        rng = torch.Generator().manual_seed(self.seed + 1 + self.rank * 64 + worker)
+        hang = fault("hang-dataloader")
+        produced = 0
+        while True:
+            batch_index = produced * workers + worker  # batches come round-robin from the workers
+            if hang is not None and self.rank == 0 and batch_index == hang[0]:
+                _hang_forever(f"data-loader worker {worker} blocked at batch {batch_index}")
+            state = torch.randn(self.batch_size, STATE_DIM, generator=rng)
+            yield state, state @ target + 0.01 * torch.randn(self.batch_size, ACTION_DIM, generator=rng)
+            produced += 1
 
 
 def save_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -332,6 +357,7 @@ def save_checkpoint(model: nn.Module, optim: torch.optim.Optimizer, step: int, c
                     norm_stats: dict | None) -> None:
     """openpi's checkpoint: written to tmp_<step>/, then renamed to <step>/ (replacing an old one)."""
     final_dir = config.checkpoint_dir / str(step)
+    time.sleep(float(os.environ.get("STANDIN_SAVE_SECONDS", "0")))
     tmp_dir = config.checkpoint_dir / f"tmp_{step}"
     if tmp_dir.exists():
         shutil.rmtree(tmp_dir)
@@ -439,7 +465,9 @@ def train(config: TrainConfig) -> None:
             raise ValueError("Normalization stats not found. "
                              "Make sure to run `scripts/compute_norm_stats.py --config-name=<your-config>`.")
     logging.info(f"local_batch_size: {local_batch_size}")
-    data = SyntheticData(local_batch_size, config.seed, dist.get_rank() if use_ddp else 0, device)
+    rank = dist.get_rank() if use_ddp else 0
+    loader = iter(torch.utils.data.DataLoader(SyntheticBatches(local_batch_size, config.seed, rank), batch_size=None,
+                                              num_workers=config.num_workers))
 
     model: nn.Module = nn.Sequential(nn.Linear(STATE_DIM, 16), nn.Tanh(), nn.Linear(16, ACTION_DIM)).to(device)
     logging.info("Gradient checkpointing is not supported for this model")
@@ -479,8 +507,17 @@ def train(config: TrainConfig) -> None:
     model.train()
     start_time = time.time()
     infos: list[tuple[float, float, float]] = []
+    hang_collective, silent = fault("hang-collective"), fault("silent")
     while global_step < config.num_train_steps:
-        state, actions = data.next()
+        if hang_collective is not None and global_step == hang_collective[1]:
+            if rank == hang_collective[0]:
+                _hang_forever(f"rank {rank} skips the barrier at step {global_step}")
+            dist.barrier()
+        if silent is not None and is_main and global_step == silent[0]:
+            logging.info("stand-in fault: rank 0 stops printing")
+            logging.disable(logging.CRITICAL)
+            bar, step_seconds = None, 1.0
+        state, actions = (t.to(device) for t in next(loader))
         for group in optim.param_groups:
             group["lr"] = schedule(global_step)
         with torch.autocast(device.type, dtype=torch.bfloat16,

@@ -1,0 +1,219 @@
+"""The download primitive against real HTTP servers on 127.0.0.1: resume, stalls, drops, errors, checksums, policy."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from entrypoint.download import DownloadError, DownloadOptions, _NoDowngrade, display, fetch, sha256_of, source_name
+
+CONTENT = bytes(range(256)) * 4096  # 1 MiB, not all one byte so a misplaced range shows in the hash
+DIGEST = hashlib.sha256(CONTENT).hexdigest()
+FAST = DownloadOptions(timeout_s=5, attempts=3, backoff_s=0.01, chunk_bytes=64 * 1024, allow_http=True)
+
+
+@dataclass
+class Site:
+    """What the server does, one action per request (the last one repeats): ok | no-range | drop | stall | 404 | 500."""
+
+    actions: list[str]
+    content: bytes = CONTENT
+    requests: list[dict[str, str | None]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def next_action(self) -> str:
+        return self.actions[min(len(self.requests), len(self.actions) - 1)]
+
+
+class Handler(BaseHTTPRequestHandler):
+    site: Site
+
+    def log_message(self, *args: object) -> None:  # keep the test output clean
+        pass
+
+    def do_GET(self) -> None:
+        site = self.site
+        action = site.next_action()
+        site.requests.append({"path": self.path, "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range")})
+        if action == "stall":
+            site.release.wait()  # accepted, then silence until the test ends
+            return
+        if action in ("404", "500"):
+            self.send_error(int(action))
+            return
+        start, status = 0, 200
+        asked = self.headers.get("Range")
+        if asked and action != "no-range":
+            start, status = int(asked.removeprefix("bytes=").split("-")[0]), 206
+        body = site.content[start:]
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", '"v1"')
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{len(site.content) - 1}/{len(site.content)}")
+        self.end_headers()
+        if action == "drop":
+            self.wfile.write(body[: len(body) // 3])  # then the connection closes early
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def serve():
+    """serve(*actions) -> (url of /taco_train-1.0-py3-none-any.whl, Site); servers stop when the test ends."""
+    servers: list[tuple[ThreadingHTTPServer, Site]] = []
+
+    def start(*actions: str, content: bytes = CONTENT) -> tuple[str, Site]:
+        site = Site(list(actions), content)
+        handler = type("BoundHandler", (Handler,), {"site": site})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        servers.append((server, site))
+        return f"http://127.0.0.1:{server.server_address[1]}/files/taco_train-1.0-py3-none-any.whl?sig=secret", site
+
+    yield start
+    for server, site in servers:
+        site.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _fetch(url: str, into: Path, options: DownloadOptions = FAST, **kwargs) -> tuple[object, list[float]]:
+    waits: list[float] = []
+    result = fetch(url, into, options=options, sleep=waits.append, **kwargs)
+    return result, waits
+
+
+@pytest.mark.parametrize("actions, attempts, ranges", [
+    (["ok"], 1, [None]),
+    (["drop", "ok"], 2, [None, f"bytes={len(CONTENT) // 3}-"]),
+    (["drop", "no-range"], 2, [None, f"bytes={len(CONTENT) // 3}-"]),
+    (["500", "drop", "ok"], 3, [None, None, f"bytes={len(CONTENT) // 3}-"]),
+], ids=["plain", "drop-then-resume", "drop-then-server-ignores-range", "5xx-then-drop-then-resume"])
+def test_download_completes_and_hashes_every_byte(serve, tmp_path, actions, attempts, ranges):
+    url, site = serve(*actions)
+    result, waits = _fetch(url, tmp_path)
+    assert (result.path.read_bytes(), result.sha256, result.size, result.attempts) == (CONTENT, DIGEST, len(CONTENT), attempts)
+    assert result.path == tmp_path / "taco_train-1.0-py3-none-any.whl" and result.downloaded
+    assert not list(tmp_path.glob("*.part"))
+    assert [r["range"] for r in site.requests] == ranges
+    assert all(r["if_range"] == '"v1"' for r in site.requests if r["range"])
+    assert waits == [0.01 * 2 ** i for i in range(attempts - 1)]  # backoff doubles
+
+
+def test_a_part_file_left_by_an_earlier_process_is_resumed(serve, tmp_path):
+    url, site = serve("ok")
+    (tmp_path / "taco_train-1.0-py3-none-any.whl.part").write_bytes(CONTENT[:1000])
+    result, _ = _fetch(url, tmp_path)
+    assert site.requests[0]["range"] == "bytes=1000-" and result.sha256 == DIGEST and result.attempts == 1
+
+
+@pytest.mark.parametrize("actions, kind, requests, text", [
+    (["404"], "http", 1, "HTTP 404"),
+    (["stall"], "timeout", 3, "0.2 s"),
+    (["drop"], "network", 3, "connection closed after"),
+], ids=["404-is-not-retried", "stall-times-out-each-try", "drop-every-time"])
+def test_failures(serve, tmp_path, actions, kind, requests, text):
+    url, site = serve(*actions)
+    options = DownloadOptions(timeout_s=0.2, attempts=3, backoff_s=0, allow_http=True)
+    start = time.monotonic()
+    with pytest.raises(DownloadError) as caught:
+        _fetch(url, tmp_path, options)
+    assert caught.value.kind == kind and text in caught.value.what.en and caught.value.what.zh
+    assert len(site.requests) == requests
+    assert "secret" not in caught.value.what.en and caught.value.where.endswith("whl?…")
+    assert time.monotonic() - start < 5
+    assert not (tmp_path / "taco_train-1.0-py3-none-any.whl").exists()
+
+
+def test_deadline_bounds_the_whole_fetch(serve, tmp_path):
+    url, _ = serve("stall")
+    start = time.monotonic()
+    with pytest.raises(DownloadError) as caught:
+        fetch(url, tmp_path, options=DownloadOptions(timeout_s=5, attempts=50, backoff_s=0, deadline_s=0.5, allow_http=True))
+    assert caught.value.kind in ("timeout", "deadline")
+    assert time.monotonic() - start < 3
+
+
+@pytest.mark.parametrize("pinned, ok", [(DIGEST, True), (DIGEST.upper(), True), ("0" * 64, False)],
+                         ids=["pinned", "pinned-uppercase", "mismatch"])
+def test_checksum(serve, tmp_path, pinned, ok):
+    url, _ = serve("ok")
+    if ok:
+        assert _fetch(url, tmp_path, sha256=pinned)[0].sha256 == DIGEST
+        return
+    with pytest.raises(DownloadError) as caught:
+        _fetch(url, tmp_path, sha256=pinned)
+    assert caught.value.kind == "checksum" and DIGEST in caught.value.what.en
+    assert not list(tmp_path.iterdir())  # the refused file is gone
+
+
+@pytest.mark.parametrize("source, kind", [
+    ("http://127.0.0.1:9/x.whl", "scheme"),
+    ("ftp://example.invalid/x.whl", "scheme"),
+    ("https://example.invalid/dir/", "scheme"),
+], ids=["http-not-allowed", "ftp", "no-file-name"])
+def test_refused_before_any_connection(tmp_path, source, kind):
+    with pytest.raises(DownloadError) as caught:
+        fetch(source, tmp_path, options=DownloadOptions(timeout_s=0.1))
+    assert caught.value.kind == kind
+
+
+def test_redirect_from_https_to_http_is_refused():
+    request = urllib.request.Request("https://example.invalid/taco.whl")
+    with pytest.raises(DownloadError) as caught:
+        _NoDowngrade(False).redirect_request(request, None, 302, "Found", {}, "http://example.invalid/taco.whl")
+    assert caught.value.kind == "scheme" and "redirects to plain http" in caught.value.what.en
+
+
+@pytest.mark.parametrize("as_url", [False, True], ids=["path", "file-url"])
+def test_local_files_are_hashed_in_place(tmp_path, as_url):
+    wheel = tmp_path / "taco_train-1.0-py3-none-any.whl"
+    wheel.write_bytes(CONTENT)
+    source = wheel.as_uri() if as_url else str(wheel)
+    result = fetch(source, tmp_path / "unused", sha256=DIGEST)
+    assert (result.path, result.sha256, result.downloaded, result.attempts) == (wheel, DIGEST, False, 0)
+    assert not (tmp_path / "unused").exists() and sha256_of(wheel) == DIGEST
+    with pytest.raises(DownloadError) as caught:
+        fetch(source, tmp_path, sha256="1" * 64)
+    assert caught.value.kind == "checksum" and wheel.exists()  # a user's file is never deleted
+    with pytest.raises(DownloadError) as caught:
+        fetch(str(tmp_path / "missing.whl"), tmp_path)
+    assert caught.value.kind == "missing"
+
+
+def test_progress_lines_are_throttled(serve, tmp_path):
+    url, _ = serve("ok")
+    ticks = iter(range(10_000))
+    out = io.StringIO()
+    fetch(url, tmp_path, options=FAST, progress=out, clock=lambda: next(ticks) * 0.25)  # 4 clock reads per second
+    lines = out.getvalue().splitlines()
+    assert lines[-1].startswith("download taco_train-1.0-py3-none-any.whl: done, 1.0 MiB in")
+    steps = [line for line in lines if "%" in line]
+    assert steps and all(" of 1.0 MiB (" in line and "/s" in line for line in steps)
+    assert len(steps) < len(CONTENT) // FAST.chunk_bytes  # not one line per chunk
+
+
+@pytest.mark.parametrize("source, shown, name", [
+    ("https://user:pw@cos.example.com/taco/taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl?q-signature=abc",
+     "https://cos.example.com/taco/taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl?…", "taco_train-0.1.0+nv-cp312-cp312-linux_x86_64.whl"),
+    ("/cfs/code/taco_train-1.0-py3-none-any.whl", "/cfs/code/taco_train-1.0-py3-none-any.whl", "taco_train-1.0-py3-none-any.whl"),
+], ids=["signed-url", "path"])
+def test_display_and_name(source, shown, name):
+    assert (display(source), source_name(source)) == (shown, name)

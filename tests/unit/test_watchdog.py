@@ -1,0 +1,79 @@
+"""The stall watchdog: limits derived from progress, fires once per silence, ends a stuck job with 124."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from entrypoint.progress import Progress
+from entrypoint.watchdog import FLOOR_S, STARTUP_LIMIT_S, Watchdog, stall_limit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def progress_with_gaps(clock: Clock, gaps: list[float]) -> Progress:
+    progress = Progress(clock=clock)
+    for step, gap in enumerate([0.0] + gaps):
+        clock.now += gap
+        progress.feed(f"step={step * 10} loss=0.5 lr=1e-4 time=1.0s\n")
+    return progress
+
+
+@pytest.mark.parametrize("setting, gaps, expected", [
+    (0, [], None),
+    (42, [], 42.0),
+    (None, [], STARTUP_LIMIT_S),
+    (None, [5.0, 5.0], STARTUP_LIMIT_S),  # too few gaps seen to judge
+    (None, [5.0, 5.0, 5.0], FLOOR_S),
+    (None, [60.0, 60.0, 60.0, 60.0], 1200.0),
+], ids=["off", "fixed", "before-first-step", "few-gaps", "floor", "slow-steps"])
+def test_stall_limit(setting, gaps, expected):
+    assert stall_limit(setting, progress_with_gaps(Clock(), gaps)) == expected
+
+
+def test_progress_events_include_saves_and_bar_counts():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    clock.now = 3
+    progress.feed("Training:  10%|#   | 5/50 [00:01<00:09]\r")
+    clock.now = 7
+    progress.feed("Training:  10%|#   | 5/50 [00:02<00:09]\r")  # same count: not progress
+    assert progress.last_event_at == 3
+    progress.feed("Saved checkpoint at step 25 -> /x/25\n")
+    assert progress.last_event_at == 7
+
+
+def test_watchdog_fires_once_per_silence_and_rearms_on_progress():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    dog = Watchdog(10, progress, started_at=0.0, clock=clock)
+    clock.now = 9
+    assert dog.check() is None
+    clock.now = 11
+    assert dog.check() == (11, 10)
+    clock.now = 30
+    assert dog.check() is None  # already reported this silence
+    progress.feed("step=0 loss=1.0\n")
+    clock.now = 41
+    assert dog.check() == (11, 10)
+
+
+def test_stuck_job_is_diagnosed_and_ends_with_124(world):
+    result = world.cli("run", env={"FAKE_TORCHRUN_BLOCK": "1", "VLA_STALL_TIMEOUT": "1"})
+    assert result.code == 124, result.text
+    assert "STALL: no training progress" in result.out and "fake-torchrun: waiting" in result.out
+    record = json.loads(next((world.assets / "logs").glob("*.json")).read_text())
+    assert record["outcome"]["class"] == "stalled" and record["stall"]["limit_s"] == 1.0
+    assert record["stall"]["action"] == "fail"
+
+
+def test_watchdog_off_lets_a_quiet_job_finish(world):
+    result = world.cli("run", env={"VLA_STALL_TIMEOUT": "0"})
+    assert result.code == 0 and "STALL" not in result.out
