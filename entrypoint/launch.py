@@ -30,7 +30,7 @@ from entrypoint.patch import apply_patch
 from entrypoint.plan import Plan, build_plan
 from entrypoint.processes import ProcessTree
 from entrypoint.progress import Progress
-from entrypoint.record import StartupRecord
+from entrypoint.record import StartupRecord, process_age_s
 from entrypoint.report import command_line, health_summary
 from entrypoint.resume import set_aside
 from entrypoint.storage import writable
@@ -272,8 +272,9 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
             env.update(nccl_env)
             record.data["nccl_debug"] = nccl_env
     record.data["launch_after_s"] = round(record.since_start(), 4)
+    record.data["process_age_at_launch_s"] = process_age_s()  # process start (python included) -> torchrun exec
     record.write()
-    watchdog = Watchdog(plan.settings.stall_timeout, progress, started_at=time.monotonic())
+    watchdog = Watchdog(plan.settings.stall_timeout, plan.settings.stall_startup_timeout, progress, started_at=time.monotonic())
     supervisor = Supervisor(plan.command, plan.settings.openpi_dir, env, out, [progress, tail, taco_reader], plan.settings.grace_period,
                             watchdog, tail, plan.settings.stall_action, log_path.with_suffix(".stacks.txt") if log_path else None)
     with record.phase("training"):

@@ -35,6 +35,7 @@ class StartupRecord:
     def since_start(self) -> float:
         return time.monotonic() - self.t0
 
+
     def write(self) -> None:
         """Write atomically (temp file + rename); a storage error never hides the job's own outcome."""
         if self.path is None:
@@ -53,3 +54,13 @@ class StartupRecord:
             os.replace(tmp, self.path)
         except OSError:
             pass
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process was started (interpreter start-up and imports included), from /proc."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started = int(stat[stat.rfind(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return round(float(Path("/proc/uptime").read_text().split()[0]) - started, 3)
+    except (OSError, ValueError, IndexError):
+        return None

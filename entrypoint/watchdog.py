@@ -1,9 +1,9 @@
 """Stall watchdog: a job that stops making progress (stuck at step 0 in a collective, a data loader that hangs
 after hours) becomes a fast, diagnosed failure instead of GPUs held for hours.
 
-Progress events come from the trainer's output (`progress.py`). The limit is `stall_timeout` when set; otherwise
-30 minutes until the first event (model load, compilation, data loader start), then the larger of 10 minutes and
-20x the usual gap between events (covers checkpoint writes). On a stall: a loud warning with the last output
+Progress events come from the trainer's output (`progress.py`). Until the first event the limit is
+`stall_startup_timeout` (30 minutes: model load, compilation, data loader start); after it, `stall_timeout` when
+set, otherwise the larger of 10 minutes and 20x the usual gap between events (covers checkpoint writes). On a stall: a loud warning with the last output
 lines, then a diagnosis (each local process's Python stack via py-spy, without stopping it; which ranks sit in a
 collective; data-loader worker states; GPU utilisation when nvidia-smi is there), then, unless `stall_action`
 is warn, the node ends with exit code 124 so the platform ends the whole job.
@@ -22,7 +22,6 @@ from entrypoint.processes import PROC, Proc, ProcessTree
 from entrypoint.progress import Progress
 
 EXIT_STALLED = 124  # like timeout(1): the watchdog ended a job that made no progress
-STARTUP_LIMIT_S = 1800.0
 FLOOR_S = 600.0
 GAP_FACTOR = 20
 COLLECTIVE_FRAMES = ("all_reduce", "allreduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "all_to_all",
@@ -31,16 +30,16 @@ DATALOADER_FRAMES = ("_worker_loop", "dataloader", "DataLoader")
 PYSPY_TIMEOUT_S = 30
 
 
-def stall_limit(setting: int | None, progress: Progress) -> float | None:
+def stall_limit(setting: int | None, startup: int, progress: Progress) -> float | None:
     """Seconds of silence allowed now; None when the watchdog is off (`stall_timeout: 0`)."""
     if setting == 0:
         return None
+    if progress.last_event_at is None:
+        return float(startup)
     if setting:
         return float(setting)
     gap = progress.typical_gap()
-    if progress.last_event_at is None or gap is None:
-        return STARTUP_LIMIT_S
-    return max(FLOOR_S, GAP_FACTOR * gap)
+    return max(FLOOR_S, GAP_FACTOR * gap) if gap is not None else max(FLOOR_S, float(startup))
 
 
 @dataclass
@@ -48,6 +47,7 @@ class Watchdog:
     """Reports a stall once per silence: after it fires it re-arms only when progress resumes."""
 
     setting: int | None
+    startup: int
     progress: Progress
     started_at: float
     clock: Callable[[], float] = time.monotonic
@@ -56,7 +56,7 @@ class Watchdog:
 
     def check(self) -> tuple[float, float] | None:
         """(seconds without progress, the limit) when the limit has just been exceeded, else None."""
-        limit = stall_limit(self.setting, self.progress)
+        limit = stall_limit(self.setting, self.startup, self.progress)
         if limit is None:
             return None
         last = self.progress.last_event_at if self.progress.last_event_at is not None else self.started_at

@@ -109,20 +109,21 @@ class Node:
         code, out = self.container.exec_run(command)
         return code, out.decode("utf-8", "replace")
 
-    def processes(self) -> list[tuple[int, str]]:
-        """(pid, command line) of every process in the container."""
-        code, out = self.exec(["ps", "-eo", "pid=,args="])
+    def processes(self) -> list[tuple[int, int, str]]:
+        """(pid, parent pid, command line) of every process in the container."""
+        code, out = self.exec(["ps", "-eo", "pid=,ppid=,args="])
         assert code == 0, out
         rows = []
         for line in out.splitlines():
-            pid, _, args = line.strip().partition(" ")
-            rows.append((int(pid), args.strip()))
+            pid, ppid, args = line.split(None, 2)
+            rows.append((int(pid), int(ppid), args.strip()))
         return rows
 
     def workers(self) -> list[int]:
-        """PIDs of the training workers: train_pytorch.py processes that are not torchrun itself."""
-        return [pid for pid, args in self.processes()
-                if "train_pytorch.py" in args and "torchrun" not in args and not args.startswith("ps ")]
+        """PIDs of the training workers (ranks): torchrun's train_pytorch.py children, not their data-loader workers."""
+        rows = self.processes()
+        torchrun = {pid for pid, _, args in rows if "torchrun" in args}
+        return [pid for pid, ppid, args in rows if ppid in torchrun and "train_pytorch.py" in args]
 
 
 @dataclass

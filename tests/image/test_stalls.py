@@ -15,8 +15,8 @@ BOUND_S = 8
 
 
 def stalled_run(client, image, cfs, fault: str, **extra: str):
-    env = tione_env(per_node=2, VLA_STALL_TIMEOUT=str(BOUND_S), VLA_NUM_TRAIN_STEPS="20", VLA_LOG_INTERVAL="1",
-                    STANDIN_FAULT=fault, **extra)
+    settings = {"VLA_STALL_TIMEOUT": str(BOUND_S), "VLA_NUM_TRAIN_STEPS": "20", "VLA_LOG_INTERVAL": "1", "STANDIN_FAULT": fault}
+    env = tione_env(per_node=2, **(settings | extra))
     result = run_container(client, image, env=env, mounts={str(cfs): CFS_IN_CONTAINER}, timeout=180)
     (record_path,) = (cfs / "logs").glob("*.json")
     return result, json.loads(record_path.read_text())

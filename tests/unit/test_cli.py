@@ -100,6 +100,7 @@ def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
     assert startup["progress"]["last_step"] == 10 and startup["progress"]["last_loss"] == 0.9
     assert startup["progress"]["checkpoints_saved"] == [{"step": 25, "path": "/ckpt/25"}]
     assert set(startup["phases_s"]) >= {"plan", "prepare", "training"}
+    assert startup["process_age_at_launch_s"] > startup["launch_after_s"] > 0
 
 
 def test_run_returns_the_training_exit_code_and_root_cause(world):

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from entrypoint.progress import Progress
-from entrypoint.watchdog import FLOOR_S, STARTUP_LIMIT_S, Watchdog, stall_limit
+from entrypoint.watchdog import FLOOR_S, Watchdog, stall_limit
+
+STARTUP = 1800
 
 
 class Clock:
@@ -28,14 +30,16 @@ def progress_with_gaps(clock: Clock, gaps: list[float]) -> Progress:
 
 @pytest.mark.parametrize("setting, gaps, expected", [
     (0, [], None),
+    (42, None, STARTUP),  # no progress yet: the start-up allowance holds whatever the setting
     (42, [], 42.0),
-    (None, [], STARTUP_LIMIT_S),
-    (None, [5.0, 5.0], STARTUP_LIMIT_S),  # too few gaps seen to judge
+    (None, None, STARTUP),
+    (None, [5.0, 5.0], STARTUP),  # too few gaps seen to judge
     (None, [5.0, 5.0, 5.0], FLOOR_S),
     (None, [60.0, 60.0, 60.0, 60.0], 1200.0),
-], ids=["off", "fixed", "before-first-step", "few-gaps", "floor", "slow-steps"])
+], ids=["off", "fixed-before-first-step", "fixed", "before-first-step", "few-gaps", "floor", "slow-steps"])
 def test_stall_limit(setting, gaps, expected):
-    assert stall_limit(setting, progress_with_gaps(Clock(), gaps)) == expected
+    progress = progress_with_gaps(Clock(), gaps) if gaps is not None else Progress()
+    assert stall_limit(setting, STARTUP, progress) == expected
 
 
 def test_progress_events_include_saves_and_bar_counts():
@@ -53,20 +57,25 @@ def test_progress_events_include_saves_and_bar_counts():
 def test_watchdog_fires_once_per_silence_and_rearms_on_progress():
     clock = Clock()
     progress = Progress(clock=clock)
-    dog = Watchdog(10, progress, started_at=0.0, clock=clock)
-    clock.now = 9
+    dog = Watchdog(10, 5, progress, started_at=0.0, clock=clock)
+    clock.now = 4
     assert dog.check() is None
-    clock.now = 11
+    clock.now = 6
+    assert dog.check() == (6, 5)  # nothing printed within the start-up allowance
+    progress.feed("step=0 loss=1.0\n")
+    clock.now = 15
+    assert dog.check() is None
+    clock.now = 17
     assert dog.check() == (11, 10)
     clock.now = 30
     assert dog.check() is None  # already reported this silence
-    progress.feed("step=0 loss=1.0\n")
+    progress.feed("step=10 loss=1.0\n")
     clock.now = 41
     assert dog.check() == (11, 10)
 
 
 def test_stuck_job_is_diagnosed_and_ends_with_124(world):
-    result = world.cli("run", env={"FAKE_TORCHRUN_BLOCK": "1", "VLA_STALL_TIMEOUT": "1"})
+    result = world.cli("run", env={"FAKE_TORCHRUN_BLOCK": "1", "VLA_STALL_TIMEOUT": "1", "VLA_STALL_STARTUP_TIMEOUT": "1"})
     assert result.code == 124, result.text
     assert "STALL: no training progress" in result.out and "fake-torchrun: waiting" in result.out
     record = json.loads(next((world.assets / "logs").glob("*.json")).read_text())

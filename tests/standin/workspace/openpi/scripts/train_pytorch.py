@@ -28,6 +28,8 @@ STANDIN_SAVE_SECONDS sleeps inside each checkpoint write (a slow file system); S
   `hang-collective@R:S`  at step S every rank enters a barrier that rank R never joins (it sleeps forever)
   `hang-dataloader@S`    rank 0's data-loader worker blocks forever when producing the batch of step S
   `silent@S`             rank 0 stops printing at step S but keeps training (slowly: 1 s a step)
+STANDIN_USE_JAX=1 runs a JAX op in rank 0's data path at step 1, as openpi's transforms do, and logs JAX's backend
+and this process's GPU memory (from nvidia-smi), to show what JAX_PLATFORMS does to GPU memory.
 Batches come from a torch DataLoader with `--num-workers` worker processes, as in openpi. The progress bar is a
 plain imitation of tqdm's. SIGTERM ends the process like any Python program.
 """
@@ -269,6 +271,24 @@ def fault(kind: str) -> list[int] | None:
     """The numbers of STANDIN_FAULT=`kind@a[:b]`, or None when that fault is not asked for."""
     name, _, where = os.environ.get("STANDIN_FAULT", "").partition("@")
     return [int(n) for n in where.split(":")] if name == kind else None
+
+
+def report_jax_memory() -> None:
+    """Touch JAX like openpi's data transforms, then log its backend and this process's GPU memory."""
+    import subprocess
+
+    import jax
+    import jax.numpy as jnp
+
+    float(jnp.ones(8).sum())
+    used = "n/a"
+    try:
+        rows = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30).stdout.splitlines()
+        used = next((r.split(",")[1].strip() for r in rows if r.split(",")[0].strip() == str(os.getpid())), "0")
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        pass
+    logging.info(f"stand-in: jax backend={jax.default_backend()}; GPU memory of this process: {used} MiB")
 
 
 def _hang_forever(reason: str) -> None:
@@ -518,6 +538,8 @@ def train(config: TrainConfig) -> None:
             logging.disable(logging.CRITICAL)
             bar, step_seconds = None, 1.0
         state, actions = (t.to(device) for t in next(loader))
+        if global_step == 1 and is_main and os.environ.get("STANDIN_USE_JAX") == "1":
+            report_jax_memory()
         for group in optim.param_groups:
             group["lr"] = schedule(global_step)
         with torch.autocast(device.type, dtype=torch.bfloat16,

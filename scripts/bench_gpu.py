@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""GPU benchmark (run on the lent GPU machine): the entrypoint's cost in a real NCCL bf16 job, side by side.
+
+Alternates `vla-entrypoint run` and a bare `torchrun` of the very same command and environment (taken from
+`vla-entrypoint plan --json`) over the stand-in trainer, and reports: time from process start to the first
+logged training step, the entrypoint's own share (start to torchrun exec, from the start-up record), and the mean
+step time; plus GPU memory of a rank that touches JAX with and without JAX_PLATFORMS=cpu.
+    python3 scripts/bench_gpu.py --out RESULTS.md [--reps 3] [--steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.synthetic import make_assets_tree  # noqa: E402
+
+STEP = re.compile(r"\bstep=(\d+) loss=\S+ .*time=([0-9.]+)s")
+
+
+def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> dict[str, object]:
+    """Run to completion; the wall time of the first step line and the trainer's per-interval times."""
+    start = time.monotonic()
+    proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first, intervals, lines, seen = None, [], [], []
+    for line in proc.stdout:
+        lines.append(line)
+        match = STEP.search(line)
+        if match:
+            now = time.monotonic()
+            if first is None:
+                first = now - start
+            seen.append((int(match[1]), now))
+    # step time from when the step lines arrived (the trainer's own time= field has 0.1 s resolution)
+    intervals = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(seen[1:], seen[2:])]
+    code = proc.wait()
+    if code != 0:
+        raise SystemExit(f"{command[:3]} failed ({code}):\n{''.join(lines[-40:])}")
+    return {"first_step_s": first, "intervals": intervals, "total_s": time.monotonic() - start, "output": "".join(lines)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--log-interval", type=int, default=100)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
+    assets = make_assets_tree(work / "assets", episodes=4)
+    base = {**os.environ, "GPU_NUM_PER_NODE": "1", "WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29531", "GPU_NUM": "1", "VLA_ASSETS_ROOT": str(assets), "VLA_TACO": "off",
+            "VLA_OPENPI_DIR": str(REPO / "tests/standin/workspace/openpi"), "VLA_BAKED_JOB_FILE": str(work / "none.yaml"),
+            "VLA_NUM_TRAIN_STEPS": str(args.steps), "VLA_LOG_INTERVAL": str(args.log_interval),
+            "VLA_SAVE_INTERVAL": str(args.steps), "PYTHONPATH": str(REPO)}
+    entry = [sys.executable, "-m", "entrypoint", "run"]
+    rows: dict[str, list[dict[str, object]]] = {"entrypoint": [], "bare torchrun": []}
+    for rep in range(args.reps):
+        for way in rows:
+            env = dict(base, VLA_EXP_NAME=f"bench{rep}{way[0]}")
+            if way == "entrypoint":
+                result = timed(entry, env)
+                record = json.loads(max((assets / "logs").glob(f"bench{rep}e-*.json")).read_text())
+                result["own_s"] = record["process_age_at_launch_s"]
+            else:
+                plan = json.loads(subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--json"], env=env,
+                                                 capture_output=True, text=True, check=True).stdout)
+                bare_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
+                result = timed(plan["command"], bare_env, cwd=plan["cwd"])
+            rows[way].append(result)
+            print(f"rep {rep} {way}: first step {result['first_step_s']:.2f}s, "
+                  f"step {statistics.mean(result['intervals']) * 1000:.3f} ms", flush=True)
+
+    jax = {}
+    for label, extra in (("JAX_PLATFORMS=cpu (the entrypoint's default)", {}), ("JAX_PLATFORMS unset", {"JAX_PLATFORMS": "__unset__"})):
+        env = dict(base, STANDIN_USE_JAX="1", VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="4", VLA_EXP_NAME=f"jax{len(jax)}")
+        plan = json.loads(subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--json"], env=env,
+                                         capture_output=True, text=True, check=True).stdout)
+        run_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
+        if extra:
+            run_env.pop("JAX_PLATFORMS", None)
+        output = timed(plan["command"], run_env, cwd=plan["cwd"])["output"]
+        jax[label] = next(l.split("stand-in: ")[1].strip() for l in output.splitlines() if "stand-in: jax backend=" in l)
+
+    def med(values: list[float]) -> str:
+        return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
+
+    step_ms = {way: [statistics.mean(r["intervals"]) * 1000 for r in results] for way, results in rows.items()}
+    ratio = statistics.median(step_ms["entrypoint"]) / statistics.median(step_ms["bare torchrun"])
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    text = [
+        f"Machine: {gpu}; Python {sys.version.split()[0]}; torch {__import__('torch').__version__}; "
+        f"NCCL {'.'.join(map(str, __import__('torch').cuda.nccl.version()))}.",
+        f"Command: `python3 scripts/bench_gpu.py --out RESULTS.md --reps {args.reps} --steps {args.steps}` "
+        f"(stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every {args.log_interval}; {args.reps} alternating repetitions; median (min, max)).",
+        "",
+        "| measure | entrypoint (`vla-entrypoint run`) | bare `torchrun`, same command and env |",
+        "| --- | --- | --- |",
+        f"| process start → first logged step (s) | {med([r['first_step_s'] for r in rows['entrypoint']])} | {med([r['first_step_s'] for r in rows['bare torchrun']])} |",
+        f"| entrypoint's own share: process start (interpreter included) → torchrun exec (s) | {med([r['own_s'] for r in rows['entrypoint']])} | — |",
+        f"| mean step time (ms) | {med(step_ms['entrypoint'])} | {med(step_ms['bare torchrun'])} |",
+        f"| step-time ratio entrypoint / bare | {ratio:.3f} | 1 |",
+        "",
+        "JAX in a training process (the stand-in runs a `jax.numpy` op at step 1, as openpi's transforms do):",
+        "",
+        "| environment | JAX backend and the rank's GPU memory (nvidia-smi) |",
+        "| --- | --- |",
+    ] + [f"| {label} | {value} |" for label, value in jax.items()]
+    Path(args.out).write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
