@@ -23,7 +23,7 @@ class Progress:
     clock: Callable[[], float] = time.monotonic
     last_step: int | None = None
     last_loss: float | None = None
-    step_time: float | None = None  # seconds per step between the last two logged steps
+    step_times: list[float] = field(default_factory=list)  # seconds per step between logged steps, saves excluded
     first_step_at: float | None = None  # clock value when the first step line arrived
     saves: list[dict[str, object]] = field(default_factory=list)
     last_event_at: float | None = None  # clock value of the latest progress event
@@ -53,6 +53,7 @@ class Progress:
         if saved:
             self.saves.append({"step": int(saved["step"]), "path": saved["path"]})
             self._event(self.clock())
+            self._last_seen = None  # the next gap includes the checkpoint write: not a step time
             return
         bar = _BAR_COUNT.search(line)
         if bar and int(bar["done"]) != self._bar:
@@ -66,13 +67,18 @@ class Progress:
         if self.first_step_at is None:
             self.first_step_at = now
         if self._last_seen is not None and step > self._last_seen[0]:
-            self.step_time = (now - self._last_seen[1]) / (step - self._last_seen[0])
+            self.step_times = (self.step_times + [(now - self._last_seen[1]) / (step - self._last_seen[0])])[-100:]
         self._last_seen = (step, now)
         self.last_step = step
         try:
             self.last_loss = float(match["loss"])
         except ValueError:
             self.last_loss = None
+
+    @property
+    def step_time(self) -> float | None:
+        """Median seconds per step over the latest logged intervals that contain no checkpoint write."""
+        return statistics.median(self.step_times) if self.step_times else None
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -38,8 +38,12 @@ def test_image_metadata_and_size(docker_client, built_image):
         assert labels[f"org.opencontainers.image.{key}"]
     assert labels["org.opencontainers.image.base.name"] == STANDIN_BASE
     added = image.attrs["Size"] - base.attrs["Size"]
-    print(f"\nbytes the openpi target adds over its base: {added}")
-    assert added < 5 * 1024 * 1024
+    layers = [layer for layer in image.history() if layer["Size"]][: len(image.history()) - len(base.history())]
+    package = next(layer for layer in layers if "pip install" in layer["CreatedBy"] and "--no-deps" in layer["CreatedBy"])
+    print(f"\nbytes the openpi target adds over its base: {added} (package layer {package['Size']}, "
+          f"largest layer {max(layer['Size'] for layer in layers)})")
+    assert added < 16 * 1024 * 1024  # py-spy (~7 MB) is most of it
+    assert package["Size"] < 1024 * 1024 and layers[0] is package  # the often-changed layer is last and small
     check = run_container(docker_client, built_image, entrypoint=["sh", "-c"],
                           command=["ls /root/.cache/pip 2>&1; test -f /workspace/openpi/install_transformers_replace.sh "
                                    "&& python3 -c 'import transformers, pathlib; print(pathlib.Path(transformers.__file__).parent)'"])

@@ -86,3 +86,15 @@ def test_stuck_job_is_diagnosed_and_ends_with_124(world):
 def test_watchdog_off_lets_a_quiet_job_finish(world):
     result = world.cli("run", env={"VLA_STALL_TIMEOUT": "0"})
     assert result.code == 0 and "STALL" not in result.out
+
+
+def test_step_time_leaves_out_checkpoint_writes():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    for step, at, saved in ((0, 0, False), (1, 2, False), (2, 4, True), (3, 30, False), (4, 32, False)):
+        clock.now = at
+        if saved:
+            progress.feed(f"Saved checkpoint at step {step} -> /x/{step}\n")
+            clock.now += 24  # the write
+        progress.feed(f"step={step} loss=0.5 time=2.0s\n")
+    assert progress.step_time == 2.0

@@ -1,0 +1,1 @@
+"""scripts/bench: the benchmark modules (see scripts/bench)."""

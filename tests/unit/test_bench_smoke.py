@@ -1,0 +1,46 @@
+"""Smoke test of scripts/bench, so CI exercises it: the Markdown writer, and a `--quick --no-docker` run (start-up
+outside Docker and asset verification on a tiny tree) into a temp file. The Docker parts run in the full benchmark."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from benchlib import markdown as md  # noqa: E402
+from benchlib.stats import summarize  # noqa: E402
+
+
+def test_sections_are_replaced_and_other_sections_kept() -> None:
+    text = md.update("", {"startup": "## Start-up\n\nold"}, {"gpu": "## GPU\n\nplaceholder"})
+    text = text.replace("placeholder", "measured on an H200 by the GPU run")
+    text += "\nA paragraph someone added by hand.\n"
+    new = md.update(text, {"startup": "## Start-up\n\nnew", "assets": "## Assets\n\nfresh"}, {"gpu": "## GPU\n\nplaceholder"})
+    assert "old" not in new and "## Start-up\n\nnew" in new
+    assert "measured on an H200 by the GPU run" in new and "placeholder" not in new  # placeholders never overwrite
+    assert "A paragraph someone added by hand." in new
+    assert md.sections_in(new) == ["startup", "assets", "gpu"]  # assets inserted before gpu, in ORDER
+    assert md.update(new, {"startup": "## Start-up\n\nnew", "assets": "## Assets\n\nfresh"}, {"gpu": "x"}) == new
+
+
+def test_summary_median_and_spread() -> None:
+    s = summarize([3.0, 1.0, 2.0, 10.0])
+    assert (s.median, s.low, s.high, s.n) == (2.5, 1.0, 10.0, 4)
+    assert s.q1 <= s.median <= s.q3
+
+
+def test_quick_run_without_docker(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench"), "--quick", "--no-docker", "--no-plot", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = out.read_text()
+    assert md.sections_in(text) == ["intro", "machine", "startup", "assets", "taco", "gpu"]
+    assert "## GPU\n\nkept" in text
+    for row in ("(a) ours", "(b) seed", "(c) floor", "pip install of the wheel", "phase: plan", "floor: `find TREE"):
+        assert row in text, row
+    assert "Outside Docker" in text and "In Docker" not in text
