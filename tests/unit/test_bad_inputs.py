@@ -20,12 +20,15 @@ DATASET = "datasets/physical-intelligence/libero"
 
 @dataclass
 class Case:
+    """`code` 0 means the job can still run correctly: then the culprit must appear as a warning."""
+
     id: str
     code: int
     culprit: str
     env: dict[str, str] | None = None
     setup: Callable[[Path], None] | None = None
     tione: bool = True
+    host: Callable[[Path], None] | None = None
 
 
 def write(relative: str, content: bytes | str) -> Callable[[Path], None]:
@@ -116,6 +119,32 @@ CASES = [
         remove(f"{DATASET}/data/chunk-000/episode_000001.parquet")(a),
         os.symlink("episode_000001.parquet", a / DATASET / "data/chunk-000/episode_000001.parquet"))),
     Case("openpi-missing", 3, "train_pytorch.py", {"VLA_OPENPI_DIR": "/nonexistent/openpi"}),
+    # more settings (exit 2)
+    Case("grace-negative", 2, "VLA_GRACE_PERIOD", {"VLA_GRACE_PERIOD": "-1"}),
+    Case("stall-timeout-text", 2, "VLA_STALL_TIMEOUT", {"VLA_STALL_TIMEOUT": "soon"}),
+    Case("preflight-bad", 2, "VLA_PREFLIGHT", {"VLA_PREFLIGHT": "maybe"}),
+    Case("preflight-min-negative", 2, "VLA_PREFLIGHT_MIN_BUSBW", {"VLA_PREFLIGHT_MIN_BUSBW": "-5"}),
+    Case("rendezvous-timeout-zero", 2, "VLA_RENDEZVOUS_TIMEOUT", {"VLA_RENDEZVOUS_TIMEOUT": "0"}),
+    Case("taco-mode-bad", 2, "VLA_TACO", {"VLA_TACO": "sometimes"}),
+    Case("dataset-id-escapes", 2, "VLA_DATASET_REPO_ID", {"VLA_DATASET_REPO_ID": "../../etc"}),
+    Case("log-interval-zero", 2, "VLA_LOG_INTERVAL", {"VLA_LOG_INTERVAL": "0"}),
+    Case("job-file-env-list", 2, "env", setup=job("env: {A: [1, 2]}\n")),
+    Case("job-file-extra-args-bool", 2, "extra_args", setup=job("extra_args: [--seed, true]\n")),
+    # more assets (exit 3)
+    Case("weights-elsewhere-missing", 3, "/nonexistent/weights", {"VLA_WEIGHTS": "/nonexistent/weights"}),
+    Case("weights-model-empty", 3, "model.safetensors", setup=write(f"{WEIGHTS}/model.safetensors", b"")),
+    Case("norm-stats-infinity", 3, "norm_stats.json", setup=write(STATS, json.dumps(norm_stats()).replace("1.0", "Infinity", 1))),
+    Case("dataset-zero-chunk-size", 3, "chunks_size", setup=write(f"{DATASET}/meta/info.json", json.dumps(
+        {"total_episodes": 1, "chunks_size": 0, "data_path": "data/x.parquet", "features": {}}))),
+    Case("dataset-episodes-empty", 3, "episodes.jsonl", setup=write(f"{DATASET}/meta/episodes.jsonl", "")),
+    # fake host trees
+    Case("gpus-only-in-proc", 3, "nvidia", host=lambda h: [p.unlink() for p in (h / "dev").glob("nvidia[0-9]*")]
+         + [(h / "proc/driver/nvidia/gpus" / f"0000:{i:02x}:00.0").mkdir(parents=True) for i in range(2)]),
+    Case("sysfs-garbage-rdma", 0, "fabric.socket-fallback", host=lambda h: [
+        (h / "sys/class/infiniband/mlx5_0/ports/1").mkdir(parents=True),
+        (h / "sys/class/infiniband/mlx5_0/ports/1/state").write_bytes(b"\xff\xfe garbage"),
+        (h / "sys/class/infiniband/mlx5_0/ports/1/link_layer").write_text("")]),
+    Case("preset-hca-matches-nothing", 0, "NCCL_IB_HCA", {"NCCL_IB_HCA": "=mlx5_9:1"}),
 ]
 
 
@@ -124,16 +153,20 @@ def test_bad_input(world, case):
     env = (world.tione(nodes=2, per_node=8, rank=0) if case.tione else {}) | (case.env or {})
     if case.setup:
         case.setup(world.assets)
+    if case.host:
+        case.host(world.host)
     before = world.snapshot()
     result = world.cli("check", env=env)
     assert result.code == case.code, result.text
     assert case.culprit in result.text
+    if case.code == 0:
+        assert "WARN" in result.text
     assert "Traceback" not in result.text
     assert world.snapshot() == before
 
 
 def test_matrix_is_large_enough():
-    assert len(CASES) >= 30
+    assert len(CASES) >= 60
 
 
 def test_bad_input_in_json_mode_is_still_json(world):
