@@ -470,7 +470,7 @@ def _steps(plan: TacoPlan, env: dict[str, str], out: TextIO, python: str, option
 def activate_taco(plan: TacoPlan, env: Mapping[str, str], out: TextIO, *, lang: str = "both", python: str = sys.executable,
                   options: DownloadOptions | None = None, clock: Callable[[], float] = time.monotonic) -> TacoActivation:
     """Make the plan so, before torchrun starts. `env` is the training environment with the plan's exports in it
-    (`plan.env.apply(host.env)` after the lead merged `TacoPlan.env`). Never raises for a TACO problem: a failure
+    (`plan.env.apply(host.env)`, with `TacoPlan.env` merged into the plan's). Never raises for a TACO problem: a failure
     is returned as `finding` (warn with auto, fail with exit 3 with on) and the exports are withdrawn."""
     if plan.status in ("off", "skipped"):
         return TacoActivation(plan.status, _withdrawn(plan, env), plan)

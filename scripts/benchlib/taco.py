@@ -1,6 +1,6 @@
-"""HOOK for the TACO section of docs/benchmarks.md: start-up cost of the TACO wheel baked into the image
-(`openpi-taco` target) versus installed at start (`pip install --target` of a downloaded wheel). Not measured
-yet; the lead adds it here.
+"""The TACO section of docs/benchmarks.md: start-up cost of the TACO wheel baked into the image (`openpi-taco`
+target) versus installed at start. It is measured by `scripts/bench_taco.py` (run on its own) and kept as written;
+`section()` is the hook for measuring it inside `scripts/bench` instead.
 
 Contract: `section(ctx)` returns the Markdown body of the `taco` section (between the `bench:taco` markers,
 heading included), or None to leave the section as it is. `ctx` is scripts/bench's `Context`: `ctx.work` (a temp

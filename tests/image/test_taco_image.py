@@ -1,15 +1,6 @@
 """TACO in the image: the openpi-taco target bakes a stand-in wheel tagged for the stand-in's Python (Debian trixie,
 CPython 3.13); a wrong-tag, missing or doubled wheel fails the build with a clear message; a 2-node job applies the
 features on every rank and prints rank 0's summary in node 0's log.
-
-NEEDS the lead's wiring (not in this module), used by `test_plan_reports_the_baked_wheel` and
-`test_two_node_job_with_taco`:
-- plan.py: `plan --json` has `taco` (TacoPlan.to_json()) and the TACO exports under `env.set`;
-- launch.py: `activate_taco` before torchrun; training output fed to a `taco_summary.SummaryReader`; the verdict
-  (`TacoActivation.outcome`) printed in the final summary and written to the start-up record as
-  `record["taco"] = {**activation.to_json(), "outcome": outcome.to_json()}`;
-- tests/standin trainer: DataLoader workers (`--num-workers`, e.g. a torch DataLoader with num_workers > 0) so that
-  worker processes exist to be counted.
 """
 
 from __future__ import annotations

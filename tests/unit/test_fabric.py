@@ -9,9 +9,9 @@ from typing import Callable
 
 import pytest
 
-from entrypoint.fabric import (NcclList, RDMA_VARS, SOCKET_VARS, find_net_plugin, inspect_fabric, nccl_version,
-                               plan_fabric, raise_memlock, read_gdr, read_interfaces, read_memlock, read_presets,
-                               read_routes)
+from entrypoint.fabric import NcclList, RDMA_VARS, plan_fabric, raise_memlock
+from entrypoint.fabric_inventory import (SOCKET_VARS, find_net_plugin, inspect_fabric, nccl_version, read_gdr,
+                                         read_interfaces, read_memlock, read_presets, read_routes)
 from entrypoint.findings import Status
 from entrypoint.host import Host
 from entrypoint.topology import Topology
