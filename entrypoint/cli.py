@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("check", "plan", "preflight"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
         _add_setting_flags(sub)
+    from entrypoint.fetch_assets import add_arguments as add_fetch_arguments
+
+    text = "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked"
+    add_fetch_arguments(commands.add_parser("fetch-assets", help=text, description=text + " (see the README's 'Preparing the assets')",
+                                            epilog="exit codes: 0 done and checked; 2 bad manifest, URL or entry name; "
+                                                   "3 a download, verification, disk or check failure (run again to resume)"))
     return parser
 
 
@@ -136,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(host, _flags(args))
         if args.command == "preflight":
             return _preflight(host, args)
+        if args.command == "fetch-assets":
+            from entrypoint.fetch_assets import main as fetch_assets
+
+            return fetch_assets(args)
         return _inspect(host, args)
     except Problem as problem:
         if json_mode:

@@ -106,3 +106,72 @@ def make_checkpoint(exp_dir: Path, step: int, complete: bool = True, missing: st
         else:
             (folder / name).write_bytes(os.urandom(16))
     return folder
+
+
+SUITES = ("libero_10_no_noops_lerobot", "libero_spatial_no_noops_lerobot", "libero_object_no_noops_lerobot",
+          "libero_goal_no_noops_lerobot")
+RELEASE_FILES = {  # manifest entry -> path under the base URL (the seed's object-storage layout)
+    "dataset": "datasets/libero/physical-intelligence.tar.gz",
+    "norm-stats": "datasets/libero/norm_stats.json",
+    "suites": "datasets/libero/libero_mujoco3.3.2.tar.gz",
+    "weights": "models/PI05/pi05_base_pytorch.tar.gz",
+}
+
+
+def _noise(handle, size: int, seed: int) -> None:
+    """Write `size` seeded random bytes, 16 MiB at a time."""
+    import random
+
+    source = random.Random(seed)
+    while size > 0:
+        step = min(size, 1 << 24)
+        handle.write(source.randbytes(step))
+        size -= step
+
+
+def _fill(path: Path, size: int, seed: int) -> None:
+    """`size` bytes that compress like image-heavy parquet: mostly random, a fifth zeros."""
+    with open(path, "wb") as handle:
+        _noise(handle, size - size // 5, seed)
+        handle.write(bytes(size // 5))
+
+
+def make_release(base: Path, episodes: int = 6, episode_bytes: int = 64 * 1024, weights_bytes: int = 256 * 1024,
+                 suite_episodes: int = 2, suite_episode_bytes: int | None = None, compresslevel: int = 6) -> dict[str, Path]:
+    """The four files of the seed's step 2, shaped like the real ones, under `base` as the object storage lays them
+    out: the LIBERO dataset tarball (`physical-intelligence/libero/…`), norm_stats.json, the per-suite tarball
+    (`libero_mujoco3.3.2/<suite>/…`) and the weights tarball (`pi05_base_pytorch/{config.json,model.safetensors}`).
+    Tarballs are gzip level 6, as `tar -czf` writes them."""
+    import tarfile
+    import tempfile
+
+    paths = {name: base / relative for name, relative in RELEASE_FILES.items()}
+    for path in paths.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="release-") as scratch:
+        work = Path(scratch)
+        dataset = make_dataset(work / "d" / REPO_ID, episodes)
+        for index, episode in enumerate(sorted((dataset / "data").rglob("*.parquet"))):
+            _fill(episode, episode_bytes, index)
+        for suite in SUITES:
+            root = make_dataset(work / "s" / "libero_mujoco3.3.2" / suite, suite_episodes)
+            for index, episode in enumerate(sorted((root / "data").rglob("*.parquet"))):
+                _fill(episode, suite_episode_bytes if suite_episode_bytes is not None else episode_bytes // 2, 1000 + index)
+        weights = work / "w" / "pi05_base_pytorch"
+        write_safetensors(weights / "model.safetensors", weights_bytes)
+        _fill_tensor(weights / "model.safetensors", weights_bytes)
+        (weights / "config.json").write_text(json.dumps({"model_type": "pi05", "paligemma_variant": "gemma_2b"}))
+        for name, folder, top in (("dataset", work / "d", "physical-intelligence"), ("suites", work / "s", "libero_mujoco3.3.2"),
+                                  ("weights", work / "w", "pi05_base_pytorch")):
+            with tarfile.open(paths[name], "w:gz", compresslevel=compresslevel) as archive:
+                archive.add(folder / top, top)
+    paths["norm-stats"].write_text(json.dumps(norm_stats()))
+    return paths
+
+
+def _fill_tensor(path: Path, data_bytes: int) -> None:
+    """Replace a safetensors file's zero tensor bytes with noise (weights do not compress)."""
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.seek(size - data_bytes)
+        _noise(handle, data_bytes, 7)
