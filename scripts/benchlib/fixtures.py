@@ -9,8 +9,6 @@ not training (no train_pytorch.py in its arguments, e.g. a bandwidth preflight) 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shutil
@@ -18,13 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 from benchlib.machine import REPO
 
 sys.path.insert(0, str(REPO))
 from tests.synthetic import make_assets_tree, make_openpi_tree  # noqa: E402  (the project's synthetic trees)
+from tests.taco.build_wheel import build_wheel as build_taco_wheel  # noqa: E402
 
 CFS = "/home/tione/notebook/embodied-ai/openpi-assets"  # the seed's assets root in the container
 OPENPI = "/workspace/openpi"
@@ -133,30 +131,11 @@ def stage_seed(code: Path, wheel_url: str, marks: bool, replace: dict[str, str] 
     return code
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def build_wheel(folder: Path) -> Path:
     """A small pure-Python taco_train wheel (py3-none-any, so any stand-in Python installs it) with the real
-    one's layout: taco_train/ and taco_train/prelude/sitecustomize.py (which activates nothing)."""
-    version = "0.1.0+bench"
-    dist = f"taco_train-{version}.dist-info"
-    files = {
-        "taco_train/__init__.py": f'"""scripts/bench stand-in for taco_train."""\n__version__ = "{version}"\n',
-        "taco_train/prelude/sitecustomize.py": "# scripts/bench stand-in prelude: activates nothing\n",
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: taco_train\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: scripts/bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    blobs = {name: text.encode() for name, text in files.items()}
-    record = "".join(f"{n},{_record_hash(d)},{len(d)}\n" for n, d in blobs.items()) + f"{dist}/RECORD,,\n"
-    blobs[f"{dist}/RECORD"] = record.encode()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"taco_train-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in blobs.items():
-            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
-    return path
+    one's layout, from the tests' wheel builder; its sitecustomize activates nothing."""
+    return build_taco_wheel(folder, tag="py3-none-any", version="0.1.0+bench",
+                            sitecustomize="# scripts/bench stand-in prelude: activates nothing\n")
 
 
 def docker_gateway() -> str | None:
