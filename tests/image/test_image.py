@@ -43,7 +43,7 @@ def test_image_metadata_and_size(docker_client, built_image):
     print(f"\nbytes the openpi target adds over its base: {added} (package layer {package['Size']}, "
           f"largest layer {max(layer['Size'] for layer in layers)})")
     assert added < 16 * 1024 * 1024  # py-spy (~7 MB) is most of it
-    assert package["Size"] < 1024 * 1024 and layers[0] is package  # the often-changed layer is last and small
+    assert package["Size"] < 2 * 1024 * 1024 and layers[0] is package  # the often-changed layer is last and small
     check = run_container(docker_client, built_image, entrypoint=["sh", "-c"],
                           command=["ls /root/.cache/pip 2>&1; test -f /workspace/openpi/install_transformers_replace.sh "
                                    "&& python3 -c 'import transformers, pathlib; print(pathlib.Path(transformers.__file__).parent)'"])
