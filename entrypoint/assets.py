@@ -138,7 +138,7 @@ def check_safetensors(path: Path) -> int:
     return size
 
 
-def _check_weights(weights: Path) -> tuple[list[Finding], int | None]:
+def check_weights(weights: Path) -> tuple[list[Finding], int | None]:
     fix = Text(f"Copy the converted PyTorch weights (config.json, model.safetensors) to {weights} again, or set VLA_WEIGHTS.",
                f"请重新把转换后的 PyTorch 权重(config.json、model.safetensors)复制到 {weights},或设置 VLA_WEIGHTS。")
     if not weights.is_dir():
@@ -174,7 +174,7 @@ def _check_norm_stats(settings: Settings) -> list[Finding]:
     return [passed("assets.norm-stats", Text(f"norm stats valid: {path}", f"归一化统计量有效:{path}"), str(path))]
 
 
-def _check_dataset(settings: Settings) -> tuple[list[Finding], bool, int]:
+def check_dataset(settings: Settings) -> tuple[list[Finding], bool, int]:
     """Check a LeRobot v2.x dataset: meta files parse and every episode file named by the templates exists."""
     root = settings.path("lerobot_home") / settings.dataset_repo_id
     fix = Text(f"Download and unpack the dataset so that {root} is complete (see the README's asset steps).",
@@ -287,11 +287,11 @@ def inspect_assets(settings: Settings, env: Mapping[str, str]) -> AssetReport:
         findings += _check_norm_stats(settings)
     weights = settings.path("weights")
     if weights is not None:
-        found, weights_bytes = _check_weights(weights)
+        found, weights_bytes = check_weights(weights)
         findings += found
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:
-        found, complete, total = _check_dataset(settings)
+        found, complete, total = check_dataset(settings)
         findings += found
         found, tokenizer_home = _check_tokenizer(settings, env)
         findings += found

@@ -327,7 +327,7 @@ class Workspace:
 
 def _adoptable(root: Path, entry: Entry) -> bool:
     """Whether a copy made without this tool (the seed's wget + tar) passes the entry's check."""
-    from entrypoint.assets import InvalidAsset, _check_dataset, _check_weights, check_norm_stats
+    from entrypoint.assets import InvalidAsset, check_dataset, check_weights, check_norm_stats
     from entrypoint.findings import Status
 
     if entry.check == "none" or not entry.provides:
@@ -336,7 +336,7 @@ def _adoptable(root: Path, entry: Entry) -> bool:
 
     def dataset_complete(folder: Path) -> bool:
         adapter = SimpleNamespace(path=lambda name: folder.parent, dataset_repo_id=folder.name)
-        return _check_dataset(adapter)[1]  # type: ignore[arg-type]
+        return check_dataset(adapter)[1]  # type: ignore[arg-type]
 
     try:
         if entry.check == "lerobot-dataset":
@@ -348,7 +348,7 @@ def _adoptable(root: Path, entry: Entry) -> bool:
             check_norm_stats(path)
             return True
         if entry.check == "weights":
-            findings, _ = _check_weights(path)
+            findings, _ = check_weights(path)
             return all(f.status is Status.PASS for f in findings)
         return path.is_file() and path.stat().st_size > 0
     except (InvalidAsset, OSError):

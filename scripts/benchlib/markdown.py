@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-ORDER = ("intro", "machine", "startup", "assets", "image", "taco", "gpu")
+ORDER = ("intro", "machine", "startup", "assets", "image", "fetch", "taco", "gpu")
 
 
 def begin(name: str) -> str:
