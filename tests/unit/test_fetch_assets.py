@@ -29,6 +29,7 @@ from entrypoint.download import DownloadOptions, OrderedStream, ResumableSha256,
 from entrypoint.unpack import ArchiveError, ArchiveReader, StdlibDecoder, make_decoder
 from tests.httpserver import closed_port_url, serve
 from tests.synthetic import RELEASE_FILES, make_assets_tree, make_release
+from tests.unit.conftest import Result
 
 DATASET = "datasets/physical-intelligence/libero"
 STATS = "assets/pi05_libero/physical-intelligence/libero/norm_stats.json"
@@ -44,17 +45,6 @@ class Release:
 
     def sha256(self, name: str) -> str:
         return hashlib.sha256(self.files[name].read_bytes()).hexdigest()
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def text(self) -> str:
-        return self.out + self.err
 
 
 def snapshot(root: Path, *, hidden: bool = False) -> dict[str, bytes | str]:
