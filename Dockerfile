@@ -66,10 +66,10 @@ CMD ["run"]
 # image holding the wheel (bake target taco-wheel-standin); with neither, the stage is empty and the build says so.
 FROM ${TACO_WHEEL_IMAGE} AS taco
 
-# entrypoint.taco_bake refuses, with a clear message, a missing wheel or one whose tags this image's python3 cannot
+# entrypoint.taco.bake refuses, with a clear message, a missing wheel or one whose tags this image's python3 cannot
 # load (cp312 for the VLA base); otherwise it runs `pip install --no-deps --no-cache-dir --target /opt/taco-train`,
 # records the wheel's file name and sha256 in /opt/taco-train/WHEEL.json and prints the layer's size. The wheel is
 # bind-mounted, so it never lands in a layer; at start the launcher uses this prefix directly and installs nothing.
 FROM openpi AS openpi-taco
 RUN --mount=type=bind,from=taco,target=/tmp/taco \
-    PIP_ROOT_USER_ACTION=ignore python3 -m entrypoint.taco_bake /tmp/taco /opt/taco-train
+    PIP_ROOT_USER_ACTION=ignore python3 -m entrypoint.taco.bake /tmp/taco /opt/taco-train

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from entrypoint import __version__
-from entrypoint.host import Host
-from entrypoint.settings import KEYS
-from entrypoint.text import EXIT_JOB_SPEC, Problem
+from entrypoint.core.host import Host
+from entrypoint.core.messages import EXIT_JOB_SPEC, Problem
+from entrypoint.core.settings import KEYS
 
 EPILOG = """exit codes: 0 success; 2 the job is mis-specified (bad YAML, bad variable, contradictory settings);
 3 a preflight check failed (missing/corrupt assets, impossible topology); otherwise training's own exit code
@@ -33,10 +34,13 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
         if key.kind == "bool":
             group.add_argument(key.flag, dest=key.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif key.kind == "args":
-            group.add_argument(key.flag, dest=key.name, nargs=argparse.REMAINDER, default=None, help=text + " (must come last)")
+            group.add_argument(
+                key.flag, dest=key.name, nargs=argparse.REMAINDER, default=None, help=text + " (must come last)"
+            )
         else:
-            group.add_argument(key.flag, dest=key.name, default=None, metavar=key.name.upper(),
-                               choices=key.choices or None, help=text)
+            group.add_argument(
+                key.flag, dest=key.name, default=None, metavar=key.name.upper(), choices=key.choices or None, help=text
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,17 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
         ("preflight", "all-reduce bandwidth over every GPU of every node via torchrun (run it on every node)"),
     )
     for name, text in specs:
-        sub = commands.add_parser(name, help=text, description=text, epilog=EPILOG,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub = commands.add_parser(
+            name, help=text, description=text, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         if name in ("check", "plan", "preflight"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
         _add_setting_flags(sub)
-    from entrypoint.fetch_assets import add_arguments as add_fetch_arguments
+    from entrypoint.fetch.command import add_arguments as add_fetch_arguments
 
     text = "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked"
-    add_fetch_arguments(commands.add_parser("fetch-assets", help=text, description=text + " (see the README's 'Preparing the assets')",
-                                            epilog="exit codes: 0 done and checked; 2 bad manifest, URL or entry name; "
-                                                   "3 a download, verification, disk or check failure (run again to resume)"))
+    add_fetch_arguments(
+        commands.add_parser(
+            "fetch-assets",
+            help=text,
+            description=text + " (see the README's 'Preparing the assets')",
+            epilog="exit codes: 0 done and checked; 2 bad manifest, URL or entry name; "
+            "3 a download, verification, disk or check failure (run again to resume)",
+        )
+    )
     return parser
 
 
@@ -75,9 +86,9 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _inspect(host: Host, args: argparse.Namespace) -> int:
+    from entrypoint.core.messages import language
+    from entrypoint.core.report import command_line, health_summary
     from entrypoint.plan import build_plan
-    from entrypoint.report import command_line, health_summary
-    from entrypoint.text import language
 
     plan = build_plan(host, _flags(args))
     with_command = args.command == "plan"
@@ -85,7 +96,12 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
         print(json.dumps(plan.to_json(with_command=with_command), indent=2, ensure_ascii=False))
         return plan.exit_code
     topo = plan.topology
-    health_summary(plan.findings, f"node {topo.node_rank} of {topo.nnodes}, {topo.nproc_per_node} process(es) per node", language(host.env), sys.stdout)
+    health_summary(
+        plan.findings,
+        f"node {topo.node_rank} of {topo.nnodes}, {topo.nproc_per_node} process(es) per node",
+        language(host.env),
+        sys.stdout,
+    )
     if with_command:
         print("environment exported to training:")
         for name, value in plan.env.to_json()["set"].items():
@@ -94,17 +110,19 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
             print(f"  {name}={value}  (kept: already set)")
         for name in plan.env.removed:
             print(f"  {name}  (removed: node-level or inherited torchrun variable)")
-        print(f"resume: {plan.resume.action}" + (f" from step {plan.resume.step}" if plan.resume.step is not None else ""))
+        print(
+            f"resume: {plan.resume.action}" + (f" from step {plan.resume.step}" if plan.resume.step is not None else "")
+        )
         print("command:")
         print("  " + command_line(plan.command, plan.settings.openpi_dir))
     return plan.exit_code
 
 
 def _preflight(host: Host, args: argparse.Namespace) -> int:
-    from entrypoint.findings import Status
+    from entrypoint.core.findings import Status
+    from entrypoint.core.messages import EXIT_PREFLIGHT, language, render
+    from entrypoint.launch.preflight import run_preflight, table
     from entrypoint.plan import build_plan
-    from entrypoint.preflight import run_preflight, table
-    from entrypoint.text import EXIT_PREFLIGHT, language, render
 
     plan = build_plan(host, _flags(args))
     result = run_preflight(plan, plan.env.apply(host.env), sys.stderr if args.json else sys.stdout)
@@ -126,7 +144,7 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run"] + argv
     parser = build_parser()
     try:
@@ -137,19 +155,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     json_mode = getattr(args, "json", False)
     try:
         if args.command == "run":
-            from entrypoint.launch import run
+            from entrypoint.launch.run import run
 
             return run(host, _flags(args))
         if args.command == "preflight":
             return _preflight(host, args)
         if args.command == "fetch-assets":
-            from entrypoint.fetch_assets import main as fetch_assets
+            from entrypoint.fetch.command import main as fetch_assets
 
             return fetch_assets(args)
         return _inspect(host, args)
     except Problem as problem:
         if json_mode:
-            print(json.dumps({"ok": False, "exit_code": problem.code, "error": problem.to_json()}, indent=2, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {"ok": False, "exit_code": problem.code, "error": problem.to_json()}, indent=2, ensure_ascii=False
+                )
+            )
         print(problem.render(), file=sys.stderr)
         return problem.code
     except KeyboardInterrupt:

@@ -140,7 +140,7 @@ class Sampler:
                 self.rss = max(self.rss, tree_rss(self.pid))
             self.stop.wait(self.every)
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self.thread.start()
         return self
 
@@ -159,8 +159,17 @@ def run_way(way: str, base_url: str, assets: Path) -> Sample:
     if way == "seed":
         command = ["bash", "-c", SEED_SCRIPT.format(assets=assets, base=base_url)]
     else:
-        command = [sys.executable, "-m", "entrypoint", "fetch-assets", "--assets-root", str(assets), "--base-url", base_url,
-                   "--allow-http"] + (["--segments", "1"] if way == "ours-one-stream" else [])
+        command = [
+            sys.executable,
+            "-m",
+            "entrypoint",
+            "fetch-assets",
+            "--assets-root",
+            str(assets),
+            "--base-url",
+            base_url,
+            "--allow-http",
+        ] + (["--segments", "1"] if way == "ours-one-stream" else [])
     with Sampler(assets) as sampler:
         start = time.monotonic()
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -183,7 +192,11 @@ def _size(n: float) -> str:
 
 
 def _spread(values: list[float], fmt) -> str:
-    return f"{fmt(statistics.median(values))} ({fmt(min(values))} – {fmt(max(values))})" if len(values) > 1 else fmt(values[0])
+    return (
+        f"{fmt(statistics.median(values))} ({fmt(min(values))} – {fmt(max(values))})"
+        if len(values) > 1
+        else fmt(values[0])
+    )
 
 
 def filesystem(path: Path) -> str:
@@ -206,12 +219,21 @@ def ensure_wget() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=25, help="the release at 1/SCALE of its real ~55 GB [default 25]")
+    parser.add_argument(
+        "--scale", type=float, default=25, help="the release at 1/SCALE of its real ~55 GB [default 25]"
+    )
     parser.add_argument("--runs", type=int, default=3, help="repetitions of each way after the warm-up [default 3]")
-    parser.add_argument("--work", type=Path, help="folder for the release and the trees (default: a temporary folder); "
-                        "a release already there at the same scale is reused")
-    parser.add_argument("--rate-mib", default="0,20", help="per-connection limits of the server to measure, MiB/s, "
-                        "comma-separated; 0 is none [default 0,20]")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="folder for the release and the trees (default: a temporary folder); "
+        "a release already there at the same scale is reused",
+    )
+    parser.add_argument(
+        "--rate-mib",
+        default="0,20",
+        help="per-connection limits of the server to measure, MiB/s, comma-separated; 0 is none [default 0,20]",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: scale 500, one repetition, no limit")
     args = parser.parse_args(argv)
     if args.quick:
@@ -225,13 +247,21 @@ def main(argv: list[str] | None = None) -> int:
     if not (release / RELEASE_FILES["weights"]).exists():
         print(f"building the release at 1/{args.scale:g} …", file=sys.stderr)
         shutil.rmtree(release, ignore_errors=True)
-        make_release(release, episodes=EPISODES, episode_bytes=int(REAL["dataset"] / args.scale / EPISODES),
-                     weights_bytes=int(REAL["weights"] / args.scale), suite_episodes=EPISODES // 4,
-                     suite_episode_bytes=int(REAL["suites"] / args.scale / EPISODES), compresslevel=6)
+        make_release(
+            release,
+            episodes=EPISODES,
+            episode_bytes=int(REAL["dataset"] / args.scale / EPISODES),
+            weights_bytes=int(REAL["weights"] / args.scale),
+            suite_episodes=EPISODES // 4,
+            suite_episode_bytes=int(REAL["suites"] / args.scale / EPISODES),
+            compresslevel=6,
+        )
     sizes = {name: (release / path).stat().st_size for name, path in RELEASE_FILES.items()}
-    labels = {"seed": "seed: `wget` then `tar -xf`, file by file",
-              "ours": "ours: `fetch-assets` (4 × 16 MiB segments, unpacked while downloading, then checked)",
-              "ours-one-stream": "ours, one stream: `fetch-assets --segments 1`"}
+    labels = {
+        "seed": "seed: `wget` then `tar -xf`, file by file",
+        "ours": "ours: `fetch-assets` (4 × 16 MiB segments, unpacked while downloading, then checked)",
+        "ours-one-stream": "ours, one stream: `fetch-assets --segments 1`",
+    }
     results: dict[float, list[Way]] = {}
     with serve(release) as server:
         for rate in rates:
@@ -240,9 +270,12 @@ def main(argv: list[str] | None = None) -> int:
             for repetition in range(args.runs + 1):
                 for way in ways:
                     sample = run_way(way.name, server.url, work / "assets")
-                    print(f"{'warm-up' if repetition == 0 else f'run {repetition}'} {way.name} (limit {rate:g}): "
-                          f"{sample.seconds:.1f} s, peak extra {_size(sample.peak_extra)}, rss {sample.rss_kib // 1024} MiB",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{'warm-up' if repetition == 0 else f'run {repetition}'} {way.name} (limit {rate:g}): "
+                        f"{sample.seconds:.1f} s, peak extra {_size(sample.peak_extra)}, rss {sample.rss_kib // 1024} MiB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     if repetition:
                         way.samples.append(sample)
     shutil.rmtree(work / "assets", ignore_errors=True)
@@ -264,21 +297,33 @@ def main(argv: list[str] | None = None) -> int:
         f"Load average at start {' '.join(load_start)}, at end {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.",
     ]
     for rate, ways in results.items():
-        lines += ["", f"### {'No server limit (the client’s own speed)' if not rate else f'Server limited to {rate:g} MiB/s per connection'}",
-                  "", "| way | time to a ready tree | throughput (tarball bytes) | peak extra disk | extra disk left at the end | peak RSS |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"### {'No server limit (the client’s own speed)' if not rate else f'Server limited to {rate:g} MiB/s per connection'}",
+            "",
+            "| way | time to a ready tree | throughput (tarball bytes) | peak extra disk | extra disk left at the end | peak RSS |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for way in ways:
             seconds = [s.seconds for s in way.samples]
-            lines.append(f"| {way.label} | {_spread(seconds, lambda v: f'{v:.1f} s')} | "
-                         f"{_size(total / statistics.median(seconds))}/s | {_spread([s.peak_extra for s in way.samples], _size)} | "
-                         f"{_size(statistics.median([s.end_extra for s in way.samples]))} | "
-                         f"{statistics.median([s.rss_kib for s in way.samples]) / 1024:.0f} MiB |")
+            lines.append(
+                f"| {way.label} | {_spread(seconds, lambda v: f'{v:.1f} s')} | "
+                f"{_size(total / statistics.median(seconds))}/s | {_spread([s.peak_extra for s in way.samples], _size)} | "
+                f"{_size(statistics.median([s.end_extra for s in way.samples]))} | "
+                f"{statistics.median([s.rss_kib for s in way.samples]) / 1024:.0f} MiB |"
+            )
         seed = statistics.median(s.seconds for s in ways[0].samples)
         ours = statistics.median(s.seconds for s in ways[1].samples)
         single = statistics.median(s.seconds for s in ways[2].samples)
-        lines += ["", f"`fetch-assets` is {seed / ours:.2f}× as fast as the seed here ({seed / single:.2f}× with one stream)."]
-    lines += ["", "The seed keeps every tarball, so its extra disk is the tarballs' size for good (and it needs that room while "
-              "`tar` writes the contents); `fetch-assets` never writes the tarball — its extra is its state files."]
+        lines += [
+            "",
+            f"`fetch-assets` is {seed / ours:.2f}× as fast as the seed here ({seed / single:.2f}× with one stream).",
+        ]
+    lines += [
+        "",
+        "The seed keeps every tarball, so its extra disk is the tarballs' size for good (and it needs that room while "
+        "`tar` writes the contents); `fetch-assets` never writes the tarball — its extra is its state files.",
+    ]
     print("\n".join(lines))
     return 0
 

@@ -46,7 +46,12 @@ def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> di
     code = proc.wait()
     if code != 0:
         raise SystemExit(f"{command[:3]} failed ({code}):\n{''.join(lines[-40:])}")
-    return {"first_step_s": first, "intervals": intervals, "total_s": time.monotonic() - start, "output": "".join(lines)}
+    return {
+        "first_step_s": first,
+        "intervals": intervals,
+        "total_s": time.monotonic() - start,
+        "output": "".join(lines),
+    }
 
 
 def main() -> int:
@@ -58,11 +63,23 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
     assets = make_assets_tree(work / "assets", episodes=4)
-    base = {**os.environ, "GPU_NUM_PER_NODE": "1", "WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": "29531", "GPU_NUM": "1", "VLA_ASSETS_ROOT": str(assets), "VLA_TACO": "off",
-            "VLA_OPENPI_DIR": str(REPO / "tests/standin/workspace/openpi"), "VLA_BAKED_JOB_FILE": str(work / "none.yaml"),
-            "VLA_NUM_TRAIN_STEPS": str(args.steps), "VLA_LOG_INTERVAL": str(args.log_interval),
-            "VLA_SAVE_INTERVAL": str(args.steps), "PYTHONPATH": str(REPO)}
+    base = {
+        **os.environ,
+        "GPU_NUM_PER_NODE": "1",
+        "WORLD_SIZE": "1",
+        "RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29531",
+        "GPU_NUM": "1",
+        "VLA_ASSETS_ROOT": str(assets),
+        "VLA_TACO": "off",
+        "VLA_OPENPI_DIR": str(REPO / "tests/standin/workspace/openpi"),
+        "VLA_BAKED_JOB_FILE": str(work / "none.yaml"),
+        "VLA_NUM_TRAIN_STEPS": str(args.steps),
+        "VLA_LOG_INTERVAL": str(args.log_interval),
+        "VLA_SAVE_INTERVAL": str(args.steps),
+        "PYTHONPATH": str(REPO),
+    }
     entry = [sys.executable, "-m", "entrypoint", "run"]
     rows: dict[str, list[dict[str, object]]] = {"entrypoint": [], "bare torchrun": []}
     for rep in range(args.reps):
@@ -73,32 +90,59 @@ def main() -> int:
                 record = json.loads(max((assets / "logs").glob(f"bench{rep}e-*.json")).read_text())
                 result["own_s"] = record["process_age_at_launch_s"]
             else:
-                plan = json.loads(subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--json"], env=env,
-                                                 capture_output=True, text=True, check=True).stdout)
+                plan = json.loads(
+                    subprocess.run(
+                        [sys.executable, "-m", "entrypoint", "plan", "--json"],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout
+                )
                 bare_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
                 result = timed(plan["command"], bare_env, cwd=plan["cwd"])
             rows[way].append(result)
-            print(f"rep {rep} {way}: first step {result['first_step_s']:.2f}s, "
-                  f"step {statistics.mean(result['intervals']) * 1000:.3f} ms", flush=True)
+            print(
+                f"rep {rep} {way}: first step {result['first_step_s']:.2f}s, "
+                f"step {statistics.mean(result['intervals']) * 1000:.3f} ms",
+                flush=True,
+            )
 
     jax = {}
-    for label, extra in (("JAX_PLATFORMS=cpu (the entrypoint's default)", {}), ("JAX_PLATFORMS unset", {"JAX_PLATFORMS": "__unset__"})):
-        env = dict(base, STANDIN_USE_JAX="1", VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="4", VLA_EXP_NAME=f"jax{len(jax)}")
-        plan = json.loads(subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--json"], env=env,
-                                         capture_output=True, text=True, check=True).stdout)
+    for label, extra in (
+        ("JAX_PLATFORMS=cpu (the entrypoint's default)", {}),
+        ("JAX_PLATFORMS unset", {"JAX_PLATFORMS": "__unset__"}),
+    ):
+        env = dict(
+            base, STANDIN_USE_JAX="1", VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="4", VLA_EXP_NAME=f"jax{len(jax)}"
+        )
+        plan = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "entrypoint", "plan", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         run_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
         if extra:
             run_env.pop("JAX_PLATFORMS", None)
         output = timed(plan["command"], run_env, cwd=plan["cwd"])["output"]
-        jax[label] = next(l.split("stand-in: ")[1].strip() for l in output.splitlines() if "stand-in: jax backend=" in l)
+        jax[label] = next(
+            l.split("stand-in: ")[1].strip() for l in output.splitlines() if "stand-in: jax backend=" in l
+        )
 
     def med(values: list[float]) -> str:
         return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
 
     step_ms = {way: [statistics.mean(r["intervals"]) * 1000 for r in results] for way, results in rows.items()}
     ratio = statistics.median(step_ms["entrypoint"]) / statistics.median(step_ms["bare torchrun"])
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    gpu = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     text = [
         f"Machine: {gpu}; Python {sys.version.split()[0]}; torch {__import__('torch').__version__}; "
         f"NCCL {'.'.join(map(str, __import__('torch').cuda.nccl.version()))}.",

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from entrypoint.settings import load_settings  # noqa: E402
-from entrypoint.taco import activate_taco, plan_taco  # noqa: E402
-from entrypoint.taco_bake import bake  # noqa: E402
-from tests.taco.build_wheel import build_wheel  # noqa: E402
-from tests.taco.server import serve_directory  # noqa: E402
+from entrypoint.core.settings import load_settings
+from entrypoint.taco.bake import bake
+from entrypoint.taco.plan import activate_taco, plan_taco
+from tests.taco.build_wheel import build_wheel
+from tests.taco.server import serve_directory
 
 
 @dataclass
@@ -38,14 +38,23 @@ class Row:
     steps: dict[str, list[float]]
 
     def markdown(self) -> str:
-        steps = ", ".join(f"{name} {statistics.median(values):.3f}" for name, values in self.steps.items() if name != "total")
-        return (f"| {self.mode} | {self.wheel_mb:.1f} | {statistics.median(self.seconds):.3f} | {min(self.seconds):.3f} | "
-                f"{max(self.seconds):.3f} | {steps} |")
+        steps = ", ".join(
+            f"{name} {statistics.median(values):.3f}" for name, values in self.steps.items() if name != "total"
+        )
+        return (
+            f"| {self.mode} | {self.wheel_mb:.1f} | {statistics.median(self.seconds):.3f} | {min(self.seconds):.3f} | "
+            f"{max(self.seconds):.3f} | {steps} |"
+        )
 
 
 def _once(work: Path, run: int, variables: dict[str, str], baked_dir: Path) -> tuple[float, dict[str, float]]:
-    env = {"PATH": "/usr/bin:/bin", "VLA_BAKED_JOB_FILE": str(work / "none.yaml"), "VLA_ASSETS_ROOT": str(work),
-           "VLA_TACO": "on", **variables}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "VLA_BAKED_JOB_FILE": str(work / "none.yaml"),
+        "VLA_ASSETS_ROOT": str(work),
+        "VLA_TACO": "on",
+        **variables,
+    }
     start = time.monotonic()
     plan = plan_taco(load_settings(env), {"PATH": env["PATH"]}, None, baked_dir, work / f"run{run}" / "site-packages")
     activation = activate_taco(plan, plan.env.apply({"PATH": env["PATH"]}), io.StringIO())
@@ -68,8 +77,10 @@ def bench(runs: int = 5, sizes_mb: tuple[float, ...] = (0, 50)) -> list[Row]:
             with serve_directory(wheel.parent) as base:
                 modes = {
                     "baked": ({}, baked),
-                    "installed from local HTTP": ({"VLA_TACO_WHEEL": f"{base}/{wheel.name.replace('+', '%2B')}",
-                                                   "VLA_TACO_ALLOW_HTTP": "1"}, root / "none"),
+                    "installed from local HTTP": (
+                        {"VLA_TACO_WHEEL": f"{base}/{wheel.name.replace('+', '%2B')}", "VLA_TACO_ALLOW_HTTP": "1"},
+                        root / "none",
+                    ),
                     "installed from a local file": ({"VLA_TACO_WHEEL": str(wheel)}, root / "none"),
                 }
                 for mode, (variables, baked_dir) in modes.items():

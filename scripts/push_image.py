@@ -17,16 +17,20 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 try:
-    import docker
     import docker.errors
     import requests.exceptions
+
+    import docker
 except ImportError as missing:
-    sys.stderr.write(f"push_image: {missing}; install the docker SDK: python3 -m pip install 'docker>=7'\n"
-                     f"push_image: 缺少 Python 包，请安装 docker SDK：python3 -m pip install 'docker>=7'\n")
+    sys.stderr.write(
+        f"push_image: {missing}; install the docker SDK: python3 -m pip install 'docker>=7'\n"
+        f"push_image: 缺少 Python 包，请安装 docker SDK：python3 -m pip install 'docker>=7'\n"
+    )
     raise SystemExit(2) from None
 
 EXIT_OK = 0
@@ -37,8 +41,9 @@ PROG = "push_image"
 MASK = "******"
 ENGINE_TIMEOUT_S = 600  # longest silence from the engine before a push counts as hung
 
-NAMESPACE_RULES = ("2-30 characters of a-z, 0-9, '.', '_', '-'; starts and ends with a letter or digit; "
-                   "no two separators in a row")
+NAMESPACE_RULES = (
+    "2-30 characters of a-z, 0-9, '.', '_', '-'; starts and ends with a letter or digit; no two separators in a row"
+)
 NAMESPACE_RULES_ZH = "2-30 个字符，只能是 a-z、0-9、'.'、'_'、'-'；以字母或数字开头和结尾；分隔符不能相连"
 EXAMPLE_REF = "ccr.ccs.tencentyun.com/my-ns/vla-openpi:v1"
 
@@ -107,17 +112,20 @@ def parse_reference(text: str) -> Reference:
     """Split and validate one image reference; raise an exit-2 `Failure` saying what to change."""
     if "@" in text:
         raise _bad_ref(
-            text, "ref-digest",
+            text,
+            "ref-digest",
             "a digest reference names content that is already in a registry; it cannot be pushed",
             "带摘要（@sha256:…）的地址指向已在仓库中的内容，无法推送",
-            f"name the tag to push, e.g. {EXAMPLE_REF}", f"请写出要推送的标签，例如 {EXAMPLE_REF}",
+            f"name the tag to push, e.g. {EXAMPLE_REF}",
+            f"请写出要推送的标签，例如 {EXAMPLE_REF}",
         )
     parts = text.split("/")
     # Docker reads the first component as a registry only if it has a '.' or ':' or is 'localhost'
     explicit_host = "." in parts[0] or ":" in parts[0] or parts[0] == "localhost"
     if len(parts) < 2 or not (explicit_host and _HOST.fullmatch(parts[0])):
         raise _bad_ref(
-            text, "ref-registry",
+            text,
+            "ref-registry",
             "the reference does not start with a registry host, so Docker would send it to Docker Hub",
             "镜像地址没有以镜像仓库域名开头，Docker 会把它推送到 Docker Hub",
             "start it with the TCR host: ccr.ccs.tencentyun.com/<namespace>/<repository>:<tag> (personal edition) "
@@ -129,14 +137,17 @@ def parse_reference(text: str) -> Reference:
     last, _, tag = rest[-1].partition(":")
     if not tag:
         raise _bad_ref(
-            text, "ref-tag",
+            text,
+            "ref-tag",
             "the reference has no tag (without one Docker would push every local tag of the repository)",
             "镜像地址缺少标签（没有标签时 Docker 会推送该仓库在本地的所有标签）",
-            f"add the tag to push, e.g. {EXAMPLE_REF}", f"请加上要推送的标签，例如 {EXAMPLE_REF}",
+            f"add the tag to push, e.g. {EXAMPLE_REF}",
+            f"请加上要推送的标签，例如 {EXAMPLE_REF}",
         )
     if not _TAG.fullmatch(tag):
         raise _bad_ref(
-            text, "ref-tag",
+            text,
+            "ref-tag",
             f"tag '{tag}' is not valid (1-128 characters of A-Z, a-z, 0-9, '_', '.', '-', "
             "not starting with '.' or '-')",
             f"标签 '{tag}' 不合法（1-128 个字符，只能是 A-Z、a-z、0-9、'_'、'.'、'-'，且不能以 '.' 或 '-' 开头）",
@@ -145,7 +156,8 @@ def parse_reference(text: str) -> Reference:
         )
     if len(rest) < 2:
         raise _bad_ref(
-            text, "ref-namespace",
+            text,
+            "ref-namespace",
             f"the reference has no namespace between the registry host and the repository '{last}'",
             f"镜像地址在仓库域名和镜像仓库 '{last}' 之间缺少命名空间",
             f"insert your TCR namespace: {registry}/<namespace>/{last}:{tag}",
@@ -155,7 +167,8 @@ def parse_reference(text: str) -> Reference:
     problem = namespace_problem(namespace)
     if problem:
         raise _bad_ref(
-            text, "ref-namespace",
+            text,
+            "ref-namespace",
             f"namespace '{namespace}' breaks TCR's rules: {problem[0]}",
             f"命名空间 '{namespace}' 不符合 TCR 规则：{problem[1]}",
             f"use a namespace that exists in the TCR console and has {NAMESPACE_RULES}",
@@ -163,7 +176,8 @@ def parse_reference(text: str) -> Reference:
         )
     if not all(_REPO_COMPONENT.fullmatch(c) for c in repository.split("/")) or len(text) > 255:
         raise _bad_ref(
-            text, "ref-repository",
+            text,
+            "ref-repository",
             f"repository name '{repository}' is not valid for Docker",
             f"镜像仓库名 '{repository}' 不符合 Docker 的命名规则",
             "use lowercase letters and digits, separated by single '.', '_', '__' or '-', at most 255 characters in all",
@@ -198,8 +212,15 @@ class Progress:
     seconds, with one line per layer event (pushed, already exists, mounted, retrying). `close()` ends the display.
     """
 
-    def __init__(self, ref: str, out: TextIO, tty: bool, interval: float = 10.0, refresh: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ref: str,
+        out: TextIO,
+        tty: bool,
+        interval: float = 10.0,
+        refresh: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.ref, self.out, self.tty, self.clock = ref, out, tty, clock
         self.every = refresh if tty else interval
         self.layers: dict[str, _Layer] = {}
@@ -264,15 +285,21 @@ def _classify(ref: Reference, detail: str) -> Failure:
     low, host, where = detail.lower(), ref.registry, str(ref)
     if "x509" in low or "certificate" in low:
         return Failure(
-            EXIT_PUSH, "push-tls", where,
-            f"the TLS certificate of {host} is not trusted: {detail}", f"{host} 的 TLS 证书不受信任：{detail}",
+            EXIT_PUSH,
+            "push-tls",
+            where,
+            f"the TLS certificate of {host} is not trusted: {detail}",
+            f"{host} 的 TLS 证书不受信任：{detail}",
             f"put the CA certificate that signed it in /etc/docker/certs.d/{host}/ca.crt on the Docker host",
             f"请把签发该证书的 CA 证书放到 Docker 主机的 /etc/docker/certs.d/{host}/ca.crt",
         )
     if any(s in low for s in ("unauthorized", "authentication required", "incorrect username or password", " 401")):
         return Failure(
-            EXIT_PUSH, "push-auth", where,
-            f"{host} rejected the user name or password: {detail}", f"{host} 拒绝了用户名或密码：{detail}",
+            EXIT_PUSH,
+            "push-auth",
+            where,
+            f"{host} rejected the user name or password: {detail}",
+            f"{host} 拒绝了用户名或密码：{detail}",
             "check TCR_USERNAME and TCR_PASSWORD: the personal edition takes your Tencent Cloud account ID and the "
             "registry password set in the TCR console; the enterprise edition takes an access credential of the "
             "instance (temporary tokens expire after 1 hour)",
@@ -281,25 +308,43 @@ def _classify(ref: Reference, detail: str) -> Failure:
         )
     if any(s in low for s in ("denied", "forbidden", " 403")):
         return Failure(
-            EXIT_PUSH, "push-denied", where,
+            EXIT_PUSH,
+            "push-denied",
+            where,
             f"{host} refused the push to {ref.namespace}/{ref.repository}: {detail}",
             f"{host} 拒绝推送到 {ref.namespace}/{ref.repository}：{detail}",
             f"create namespace '{ref.namespace}' in the TCR console, or grant this account push permission on it",
             f"请在 TCR 控制台创建命名空间 '{ref.namespace}'，或为该账号授予推送权限",
         )
-    if any(s in low for s in ("connection refused", "no such host", "i/o timeout", "dial tcp", "no route to host",
-                              "network is unreachable", "timeout")):
+    if any(
+        s in low
+        for s in (
+            "connection refused",
+            "no such host",
+            "i/o timeout",
+            "dial tcp",
+            "no route to host",
+            "network is unreachable",
+            "timeout",
+        )
+    ):
         return Failure(
-            EXIT_PUSH, "push-unreachable", where,
-            f"cannot reach the registry {host}: {detail}", f"无法连接镜像仓库 {host}：{detail}",
+            EXIT_PUSH,
+            "push-unreachable",
+            where,
+            f"cannot reach the registry {host}: {detail}",
+            f"无法连接镜像仓库 {host}：{detail}",
             "check the host name and this machine's network; <instance>-vpc.tencentcloudcr.com resolves only inside "
             "the instance's VPC, from elsewhere use <instance>.tencentcloudcr.com with public access enabled",
             "请检查域名和本机网络；<实例名>-vpc.tencentcloudcr.com 只能在实例所在 VPC 内解析，"
             "在其他地方请使用已开启公网访问的 <实例名>.tencentcloudcr.com",
         )
     return Failure(
-        EXIT_PUSH, "push-failed", where,
-        f"{host} did not accept the push: {detail}", f"{host} 未能接受推送：{detail}",
+        EXIT_PUSH,
+        "push-failed",
+        where,
+        f"{host} did not accept the push: {detail}",
+        f"{host} 未能接受推送：{detail}",
         "act on the registry's message quoted here, then run the same command again; layers already uploaded "
         "are not sent again",
         "请按上述仓库报错处理后重新运行同一命令；已上传的层不会重复上传",
@@ -308,21 +353,26 @@ def _classify(ref: Reference, detail: str) -> Failure:
 
 def _engine_failure(where: str, detail: str) -> Failure:
     return Failure(
-        EXIT_PUSH, "docker-engine", where,
-        f"cannot talk to the Docker engine: {detail}", f"无法与 Docker 引擎通信：{detail}",
+        EXIT_PUSH,
+        "docker-engine",
+        where,
+        f"cannot talk to the Docker engine: {detail}",
+        f"无法与 Docker 引擎通信：{detail}",
         "start Docker, check DOCKER_HOST, or run as a user allowed to use /var/run/docker.sock",
         "请启动 Docker、检查 DOCKER_HOST，或以有权访问 /var/run/docker.sock 的用户运行",
     )
 
 
-def push_one(client: docker.DockerClient, ref: Reference, auth: Mapping[str, str], progress: Progress,
-             mask: Masker) -> str:
+def push_one(
+    client: docker.DockerClient, ref: Reference, auth: Mapping[str, str], progress: Progress, mask: Masker
+) -> str:
     """Push `ref` and return its manifest digest; any error chunk in the stream raises an exit-1 `Failure`."""
     digest = None
     try:
         try:
             chunks: Iterable[Mapping[str, Any]] = client.images.push(
-                ref.name, tag=ref.tag, stream=True, decode=True, auth_config=dict(auth))
+                ref.name, tag=ref.tag, stream=True, decode=True, auth_config=dict(auth)
+            )
             for chunk in chunks:
                 if "error" in chunk or "errorDetail" in chunk:
                     detail = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error") or str(chunk)
@@ -344,7 +394,9 @@ def read_credentials(args: argparse.Namespace, env: Mapping[str, str], stdin: Te
     """(user name, password) from `--username`/`TCR_USERNAME` and `--password-stdin`/`TCR_PASSWORD`."""
     if args.password_argv is not None:
         raise Failure(
-            EXIT_INPUT, "password-argv", "--password",
+            EXIT_INPUT,
+            "password-argv",
+            "--password",
             "a password on the command line is readable by other users (ps, /proc) and kept in shell history",
             "命令行中的密码会被其他用户（ps、/proc）看到，并留在 shell 历史中",
             "pass it in the TCR_PASSWORD environment variable or on stdin with --password-stdin, and change it if "
@@ -354,8 +406,11 @@ def read_credentials(args: argparse.Namespace, env: Mapping[str, str], stdin: Te
     username = args.username or env.get("TCR_USERNAME", "")
     if not username:
         raise Failure(
-            EXIT_INPUT, "username-missing", "--username / TCR_USERNAME",
-            "no registry user name was given", "未提供镜像仓库用户名",
+            EXIT_INPUT,
+            "username-missing",
+            "--username / TCR_USERNAME",
+            "no registry user name was given",
+            "未提供镜像仓库用户名",
             "set TCR_USERNAME (personal edition: your Tencent Cloud account ID) or pass --username",
             "请设置 TCR_USERNAME（个人版为腾讯云账号 ID）或使用 --username",
         )
@@ -365,8 +420,11 @@ def read_credentials(args: argparse.Namespace, env: Mapping[str, str], stdin: Te
         password, where = env.get("TCR_PASSWORD", ""), "TCR_PASSWORD"
     if not password:
         raise Failure(
-            EXIT_INPUT, "password-missing", where,
-            f"no registry password was given ({where} is empty)", f"未提供镜像仓库密码（{where} 为空）",
+            EXIT_INPUT,
+            "password-missing",
+            where,
+            f"no registry password was given ({where} is empty)",
+            f"未提供镜像仓库密码（{where} 为空）",
             "export TCR_PASSWORD (e.g. read -rs TCR_PASSWORD; export TCR_PASSWORD) or pipe it into --password-stdin",
             "请设置环境变量 TCR_PASSWORD（例如 read -rs TCR_PASSWORD; export TCR_PASSWORD），或通过管道传给 --password-stdin",
         )
@@ -375,31 +433,48 @@ def read_credentials(args: argparse.Namespace, env: Mapping[str, str], stdin: Te
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="push_image.py", allow_abbrev=False,
+        prog="push_image.py",
+        allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Push built image tags to Tencent Container Registry (TCR) with the local Docker engine.\n"
-                    "The password is read from TCR_PASSWORD or stdin, never from the command line, and is not "
-                    "stored\n(no docker login). Progress goes to stderr; stdout gets one <ref>@sha256:… line per tag.",
+        "The password is read from TCR_PASSWORD or stdin, never from the command line, and is not "
+        "stored\n(no docker login). Progress goes to stderr; stdout gets one <ref>@sha256:… line per tag.",
         epilog="exit codes: 0 all tags pushed, 1 a push failed, 2 bad reference, missing image or credentials\n\n"
-               "examples:\n"
-               "  export TCR_USERNAME=100012345678            # personal edition: your account ID\n"
-               "  read -rs TCR_PASSWORD && export TCR_PASSWORD\n"
-               f"  scripts/push_image.py {EXAMPLE_REF} ccr.ccs.tencentyun.com/my-ns/vla-openpi:latest\n"
-               "  printf '%s' \"$TOKEN\" | scripts/push_image.py --username \"$TCR_USER\" --password-stdin \\\n"
-               "      myinstance.tencentcloudcr.com/my-ns/vla-openpi:v1",
+        "examples:\n"
+        "  export TCR_USERNAME=100012345678            # personal edition: your account ID\n"
+        "  read -rs TCR_PASSWORD && export TCR_PASSWORD\n"
+        f"  scripts/push_image.py {EXAMPLE_REF} ccr.ccs.tencentyun.com/my-ns/vla-openpi:latest\n"
+        '  printf \'%s\' "$TOKEN" | scripts/push_image.py --username "$TCR_USER" --password-stdin \\\n'
+        "      myinstance.tencentcloudcr.com/my-ns/vla-openpi:v1",
     )
-    parser.add_argument("references", nargs="+", metavar="REFERENCE",
-                        help="image to push, <registry>/<namespace>/<repository>:<tag>, already tagged locally; "
-                             f"e.g. {EXAMPLE_REF}. Namespace: {NAMESPACE_RULES}")
+    parser.add_argument(
+        "references",
+        nargs="+",
+        metavar="REFERENCE",
+        help="image to push, <registry>/<namespace>/<repository>:<tag>, already tagged locally; "
+        f"e.g. {EXAMPLE_REF}. Namespace: {NAMESPACE_RULES}",
+    )
     parser.add_argument("--username", "-u", help="registry user name (env: TCR_USERNAME)")
-    parser.add_argument("--password-stdin", action="store_true",
-                        help="read the password or token from stdin instead of the environment (env: TCR_PASSWORD)")
+    parser.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password or token from stdin instead of the environment (env: TCR_PASSWORD)",
+    )
     parser.add_argument("--password", "-p", dest="password_argv", help=argparse.SUPPRESS)
-    parser.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
-                        help="progress display: one updating line (tty), a line every --interval seconds (plain), "
-                             "or tty when stderr is a terminal (auto, the default)")
-    parser.add_argument("--interval", type=float, default=10.0, metavar="SECONDS",
-                        help="seconds between progress lines in plain mode (default 10)")
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "tty", "plain"),
+        default="auto",
+        help="progress display: one updating line (tty), a line every --interval seconds (plain), "
+        "or tty when stderr is a terminal (auto, the default)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between progress lines in plain mode (default 10)",
+    )
     return parser
 
 
@@ -415,8 +490,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO, out: Te
                 client.images.get(str(ref))
             except docker.errors.ImageNotFound:
                 raise Failure(
-                    EXIT_INPUT, "image-missing", str(ref),
-                    "there is no local image with this name and tag", "本地没有这个名称和标签的镜像",
+                    EXIT_INPUT,
+                    "image-missing",
+                    str(ref),
+                    "there is no local image with this name and tag",
+                    "本地没有这个名称和标签的镜像",
                     "build the image and tag it with this name first (docker tag IMAGE REFERENCE); list local tags "
                     "with: docker images",
                     "请先构建镜像并用 docker tag 镜像 地址 打上该标签；可用 docker images 查看本地标签",

@@ -21,11 +21,11 @@ from __future__ import annotations
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 CORRUPT_EVERY = 4099
 
@@ -163,7 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
         if record.sent < end - start:
             self.close_connection = True  # the client sees the connection end early
 
-    def _send_body(self, target: Path, record: Request, start: int, count: int, corrupt: bool, rate: float | None) -> None:
+    def _send_body(
+        self, target: Path, record: Request, start: int, count: int, corrupt: bool, rate: float | None
+    ) -> None:
         with target.open("rb") as handle:
             if not corrupt and not rate and count:
                 record.sent = self.connection.sendfile(handle, start, count) or 0

@@ -18,8 +18,12 @@ STATE_DIM, ACTION_DIM = 8, 7
 
 def write_safetensors(path: Path, data_bytes: int = 64, sparse: bool = False) -> None:
     """A valid safetensors file with one uint8 tensor of `data_bytes` bytes (sparse: holes, not data)."""
-    header = json.dumps({"__metadata__": {"format": "pt"},
-                         "weight": {"dtype": "U8", "shape": [data_bytes], "data_offsets": [0, data_bytes]}}).encode()
+    header = json.dumps(
+        {
+            "__metadata__": {"format": "pt"},
+            "weight": {"dtype": "U8", "shape": [data_bytes], "data_offsets": [0, data_bytes]},
+        }
+    ).encode()
     header += b" " * (-len(header) % 8)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
@@ -39,23 +43,39 @@ def norm_stats(state_dim: int = STATE_DIM, action_dim: int = ACTION_DIM) -> dict
 
 def make_dataset(root: Path, episodes: int, chunk_size: int = 1000, video_keys: tuple[str, ...] = ()) -> Path:
     """A LeRobot v2.1 dataset at `root` (= $HF_LEROBOT_HOME/<repo_id>) with one small file per episode."""
-    features = {"state": {"dtype": "float32", "shape": [STATE_DIM]}, "actions": {"dtype": "float32", "shape": [ACTION_DIM]},
-                "image": {"dtype": "image", "shape": [256, 256, 3]}}
+    features = {
+        "state": {"dtype": "float32", "shape": [STATE_DIM]},
+        "actions": {"dtype": "float32", "shape": [ACTION_DIM]},
+        "image": {"dtype": "image", "shape": [256, 256, 3]},
+    }
     features.update({key: {"dtype": "video", "shape": [256, 256, 3]} for key in video_keys})
     info = {
-        "codebase_version": "v2.1", "robot_type": "panda", "total_episodes": episodes, "total_frames": episodes * 10,
-        "total_tasks": 1, "total_videos": episodes * len(video_keys), "total_chunks": (episodes + chunk_size - 1) // chunk_size,
-        "chunks_size": chunk_size, "fps": 10, "splits": {"train": f"0:{episodes}"},
+        "codebase_version": "v2.1",
+        "robot_type": "panda",
+        "total_episodes": episodes,
+        "total_frames": episodes * 10,
+        "total_tasks": 1,
+        "total_videos": episodes * len(video_keys),
+        "total_chunks": (episodes + chunk_size - 1) // chunk_size,
+        "chunks_size": chunk_size,
+        "fps": 10,
+        "splits": {"train": f"0:{episodes}"},
         "data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
-        "video_path": "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4" if video_keys else None,
+        "video_path": "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+        if video_keys
+        else None,
         "features": features,
     }
     meta = root / "meta"
     meta.mkdir(parents=True, exist_ok=True)
     (meta / "info.json").write_text(json.dumps(info, indent=2))
     (meta / "tasks.jsonl").write_text(json.dumps({"task_index": 0, "task": "pick up the bowl"}) + "\n")
-    (meta / "episodes.jsonl").write_text("".join(json.dumps({"episode_index": i, "length": 10}) + "\n" for i in range(episodes)))
-    (meta / "episodes_stats.jsonl").write_text("".join(json.dumps({"episode_index": i, "stats": {}}) + "\n" for i in range(episodes)))
+    (meta / "episodes.jsonl").write_text(
+        "".join(json.dumps({"episode_index": i, "length": 10}) + "\n" for i in range(episodes))
+    )
+    (meta / "episodes_stats.jsonl").write_text(
+        "".join(json.dumps({"episode_index": i, "stats": {}}) + "\n" for i in range(episodes))
+    )
     for i in range(episodes):
         chunk = i // chunk_size
         path = root / "data" / f"chunk-{chunk:03d}" / f"episode_{i:06d}.parquet"
@@ -68,8 +88,14 @@ def make_dataset(root: Path, episodes: int, chunk_size: int = 1000, video_keys: 
     return root
 
 
-def make_assets_tree(root: Path, episodes: int = 3, weights_size: int = 64, sparse_weights: bool = False,
-                     tokenizer: bool = True, video_keys: tuple[str, ...] = ()) -> Path:
+def make_assets_tree(
+    root: Path,
+    episodes: int = 3,
+    weights_size: int = 64,
+    sparse_weights: bool = False,
+    tokenizer: bool = True,
+    video_keys: tuple[str, ...] = (),
+) -> Path:
     """A complete openpi-assets tree at `root`, laid out as the seed's CFS folder."""
     make_dataset(root / "datasets" / REPO_ID, episodes, video_keys=video_keys)
     stats = root / "assets" / CONFIG / REPO_ID / "norm_stats.json"
@@ -108,8 +134,12 @@ def make_checkpoint(exp_dir: Path, step: int, complete: bool = True, missing: st
     return folder
 
 
-SUITES = ("libero_10_no_noops_lerobot", "libero_spatial_no_noops_lerobot", "libero_object_no_noops_lerobot",
-          "libero_goal_no_noops_lerobot")
+SUITES = (
+    "libero_10_no_noops_lerobot",
+    "libero_spatial_no_noops_lerobot",
+    "libero_object_no_noops_lerobot",
+    "libero_goal_no_noops_lerobot",
+)
 RELEASE_FILES = {  # manifest entry -> path under the base URL (the seed's object-storage layout)
     "dataset": "datasets/libero/physical-intelligence.tar.gz",
     "norm-stats": "datasets/libero/norm_stats.json",
@@ -136,8 +166,15 @@ def _fill(path: Path, size: int, seed: int) -> None:
         handle.write(bytes(size // 5))
 
 
-def make_release(base: Path, episodes: int = 6, episode_bytes: int = 64 * 1024, weights_bytes: int = 256 * 1024,
-                 suite_episodes: int = 2, suite_episode_bytes: int | None = None, compresslevel: int = 6) -> dict[str, Path]:
+def make_release(
+    base: Path,
+    episodes: int = 6,
+    episode_bytes: int = 64 * 1024,
+    weights_bytes: int = 256 * 1024,
+    suite_episodes: int = 2,
+    suite_episode_bytes: int | None = None,
+    compresslevel: int = 6,
+) -> dict[str, Path]:
     """The four files of the seed's step 2, shaped like the real ones, under `base` as the object storage lays them
     out: the LIBERO dataset tarball (`physical-intelligence/libero/…`), norm_stats.json, the per-suite tarball
     (`libero_mujoco3.3.2/<suite>/…`) and the weights tarball (`pi05_base_pytorch/{config.json,model.safetensors}`).
@@ -156,13 +193,20 @@ def make_release(base: Path, episodes: int = 6, episode_bytes: int = 64 * 1024, 
         for suite in SUITES:
             root = make_dataset(work / "s" / "libero_mujoco3.3.2" / suite, suite_episodes)
             for index, episode in enumerate(sorted((root / "data").rglob("*.parquet"))):
-                _fill(episode, suite_episode_bytes if suite_episode_bytes is not None else episode_bytes // 2, 1000 + index)
+                _fill(
+                    episode,
+                    suite_episode_bytes if suite_episode_bytes is not None else episode_bytes // 2,
+                    1000 + index,
+                )
         weights = work / "w" / "pi05_base_pytorch"
         write_safetensors(weights / "model.safetensors", weights_bytes)
         _fill_tensor(weights / "model.safetensors", weights_bytes)
         (weights / "config.json").write_text(json.dumps({"model_type": "pi05", "paligemma_variant": "gemma_2b"}))
-        for name, folder, top in (("dataset", work / "d", "physical-intelligence"), ("suites", work / "s", "libero_mujoco3.3.2"),
-                                  ("weights", work / "w", "pi05_base_pytorch")):
+        for name, folder, top in (
+            ("dataset", work / "d", "physical-intelligence"),
+            ("suites", work / "s", "libero_mujoco3.3.2"),
+            ("weights", work / "w", "pi05_base_pytorch"),
+        ):
             with tarfile.open(paths[name], "w:gz", compresslevel=compresslevel) as archive:
                 archive.add(folder / top, top)
     paths["norm-stats"].write_text(json.dumps(norm_stats()))

@@ -17,9 +17,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from benchlib import fixtures as fx
 from benchlib.machine import REPO
@@ -35,8 +36,8 @@ WAYS = {
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from entrypoint.assets import inspect_assets
-from entrypoint.settings import load_settings
+from entrypoint.inspect.assets import inspect_assets
+from entrypoint.core.settings import load_settings
 env = json.loads(sys.argv[1])
 settings = load_settings(env)
 start = time.perf_counter()
@@ -57,9 +58,13 @@ class Result:
     verified: dict[str, Any]
 
     def to_json(self) -> dict:
-        return {"tree": self.tree, "cold_note": self.cold_note, "verified": self.verified,
-                "warm": {k: v.to_json() for k, v in self.warm.items()},
-                "cold": {k: v.to_json() for k, v in self.cold.items()} if self.cold else None}
+        return {
+            "tree": self.tree,
+            "cold_note": self.cold_note,
+            "verified": self.verified,
+            "warm": {k: v.to_json() for k, v in self.warm.items()},
+            "cold": {k: v.to_json() for k, v in self.cold.items()} if self.cold else None,
+        }
 
 
 def can_drop_caches() -> tuple[bool, str]:
@@ -81,23 +86,35 @@ def drop_caches() -> None:
 class Runner:
     def __init__(self, tree: Path, work: Path) -> None:
         self.tree = tree
-        self.env = {"VLA_ASSETS_ROOT": str(tree), "VLA_BAKED_JOB_FILE": str(work / "no-baked-job.yaml"),
-                    "HOME": str(work / "home"), "VLA_DEVICE": "cpu", "LANG": "C.UTF-8",
-                    "HF_DATASETS_CACHE": str(work / "hf-datasets"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        self.env = {
+            "VLA_ASSETS_ROOT": str(tree),
+            "VLA_BAKED_JOB_FILE": str(work / "no-baked-job.yaml"),
+            "HOME": str(work / "home"),
+            "VLA_DEVICE": "cpu",
+            "LANG": "C.UTF-8",
+            "HF_DATASETS_CACHE": str(work / "hf-datasets"),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        }
         (work / "home").mkdir(parents=True, exist_ok=True)
         # `check` also wants openpi's trainer and a torchrun: a minimal openpi tree and the trainer stand-in
         self.env["VLA_OPENPI_DIR"] = str(fx.openpi_tree(work / "openpi"))
         self.env["PATH"] = os.pathsep.join([str(fx.write_shim(work / "bin", host=True).parent), self.env["PATH"]])
         self.pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         launcher = Path(sys.executable).parent / "vla-entrypoint"
-        self.check_cmd = [str(launcher), "check"] if launcher.exists() else [sys.executable, "-m", "entrypoint", "check"]
+        self.check_cmd = (
+            [str(launcher), "check"] if launcher.exists() else [sys.executable, "-m", "entrypoint", "check"]
+        )
         self.last_child: dict | None = None
 
     def run(self, way: str) -> float:
         if way in ("ours", "ours+py"):
             t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(self.env)], capture_output=True, text=True,
-                                  env={**self.env, "PYTHONPATH": self.pythonpath})
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD, json.dumps(self.env)],
+                capture_output=True,
+                text=True,
+                env={**self.env, "PYTHONPATH": self.pythonpath},
+            )
             wall = time.perf_counter() - t0
             if proc.returncode != 0:
                 raise RuntimeError(f"inspect_assets failed:\n{proc.stderr[-2000:]}")
@@ -107,10 +124,14 @@ class Runner:
             return self.last_child["elapsed"] if way == "ours" else wall
         if way == "check":
             t0 = time.perf_counter()
-            proc = subprocess.run(self.check_cmd, capture_output=True, text=True, env={**self.env, "PYTHONPATH": self.pythonpath})
+            proc = subprocess.run(
+                self.check_cmd, capture_output=True, text=True, env={**self.env, "PYTHONPATH": self.pythonpath}
+            )
             wall = time.perf_counter() - t0
             if proc.returncode != 0:
-                raise RuntimeError(f"vla-entrypoint check exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}")
+                raise RuntimeError(
+                    f"vla-entrypoint check exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
+                )
             return wall
         if way == "find":
             t0 = time.perf_counter()
@@ -125,7 +146,13 @@ def _tree_facts(tree: Path) -> dict[str, Any]:
     st = weights.stat()
     episodes = len(list((tree / "datasets").glob("*/*/data/chunk-*/*.parquet")))
     chunks = len(list((tree / "datasets").glob("*/*/data/chunk-*")))
-    return {"files": files, "episode_files": episodes, "chunks": chunks, "weights_bytes": st.st_size, "weights_allocated": st.st_blocks * 512}
+    return {
+        "files": files,
+        "episode_files": episodes,
+        "chunks": chunks,
+        "weights_bytes": st.st_size,
+        "weights_allocated": st.st_blocks * 512,
+    }
 
 
 def compare(tree: Path, work: Path, reps: int, cold_reps: int, log: Callable[[str], None], cold: bool = True) -> Result:
@@ -150,6 +177,9 @@ def compare(tree: Path, work: Path, reps: int, cold_reps: int, log: Callable[[st
                 for way in ways:
                     drop_caches()
                     cold_values[way].append(runner.run(way))
-                log(f"assets cold rep {rep + 1}/{cold_reps}: " + ", ".join(f"{w} {cold_values[w][-1] * 1000:.1f} ms" for w in ways))
+                log(
+                    f"assets cold rep {rep + 1}/{cold_reps}: "
+                    + ", ".join(f"{w} {cold_values[w][-1] * 1000:.1f} ms" for w in ways)
+                )
             cold_result = {w: summarize(v) for w, v in cold_values.items()}
     return Result(_tree_facts(tree), {w: summarize(v) for w, v in warm.items()}, cold_result, note, verified)

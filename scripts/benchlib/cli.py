@@ -11,11 +11,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from benchlib import assets, fixtures as fx, image, machine, markdown as md, plot, startup, taco
+from benchlib import assets, image, machine, plot, startup, taco
+from benchlib import fixtures as fx
+from benchlib import markdown as md
 from benchlib.machine import REPO
 from benchlib.stats import Summary, ratio, seconds, size, spread
 
@@ -49,20 +51,37 @@ def log(text: str) -> None:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__,
-                                epilog="Defaults take a few minutes on a 2-core machine. Needs Docker with buildx (scripts/setup-tools) "
-                                       "and the stand-in base (built by scripts/build-standin-base when missing), except with --no-docker.")
+    p = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description=__doc__,
+        epilog="Defaults take a few minutes on a 2-core machine. Needs Docker with buildx (scripts/setup-tools) "
+        "and the stand-in base (built by scripts/build-standin-base when missing), except with --no-docker.",
+    )
     p.add_argument("--quick", action="store_true", help="CI smoke run: one repetition, a tiny tree, no cold cache")
     p.add_argument("--reps", type=int, help="repetitions of the start-up comparison (default 10; image builds: 3)")
     p.add_argument("--only", help=f"comma list of sections to run, of {', '.join(SECTIONS)} (default: all)")
-    p.add_argument("--no-docker", action="store_true", help="only what runs without Docker: start-up outside Docker, assets")
+    p.add_argument(
+        "--no-docker", action="store_true", help="only what runs without Docker: start-up outside Docker, assets"
+    )
     p.add_argument("--no-cold", action="store_true", help="skip the cold page-cache runs")
     p.add_argument("--image", help="measure this image instead of building the stand-in image from the working tree")
-    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md", help="the Markdown file (default docs/benchmarks.md)")
-    p.add_argument("--plot", type=Path, default=REPO / "docs" / "startup-timeline.png", help="the timeline PNG (default docs/startup-timeline.png)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "docs" / "benchmarks.md",
+        help="the Markdown file (default docs/benchmarks.md)",
+    )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        default=REPO / "docs" / "startup-timeline.png",
+        help="the timeline PNG (default docs/startup-timeline.png)",
+    )
     p.add_argument("--no-plot", action="store_true", help="no PNG (and no matplotlib install)")
     p.add_argument("--json", type=Path, help="also write every measurement as JSON here")
-    p.add_argument("--keep-work", action="store_true", help="keep the temp folder (trees, staged scripts, build context)")
+    p.add_argument(
+        "--keep-work", action="store_true", help="keep the temp folder (trees, staged scripts, build context)"
+    )
     args = p.parse_args(argv)
     args.sections = [s.strip() for s in args.only.split(",")] if args.only else list(SECTIONS)
     unknown = [s for s in args.sections if s not in SECTIONS]
@@ -86,31 +105,39 @@ def machine_md(facts: dict[str, str], command: str, end_load: str, minutes: floa
     start = facts.get("load average at start", "")
     busy = [""]
     if start[:1].isdigit() and float(start.split()[0]) > 0.75 * cpus:
-        busy = ["", f"The machine was busy when this run started (1-minute load average {start.split()[0]} on {cpus} CPUs: "
-                "other jobs ran alongside), so absolute times and spreads are inflated; the ways alternate, so their "
-                "comparison holds better than the absolute numbers.", ""]
-    return "\n".join([
-        "## Machine and command",
-        "",
-        f"Measured with `{command}` in {minutes:.1f} min. Reproduce with the same command; `scripts/bench --help` lists "
-        "the options (`--quick` is the CI smoke run, `--only SECTION,…` reruns some sections, which then say so). The "
-        "script rewrites only the sections between its own `bench:` markers in this file, so sections added by others "
-        "(TACO, GPU) stay as they are.",
-        *busy,
-        md.table(["fact", "value"], rows),
-    ])
+        busy = [
+            "",
+            f"The machine was busy when this run started (1-minute load average {start.split()[0]} on {cpus} CPUs: "
+            "other jobs ran alongside), so absolute times and spreads are inflated; the ways alternate, so their "
+            "comparison holds better than the absolute numbers.",
+            "",
+        ]
+    return "\n".join(
+        [
+            "## Machine and command",
+            "",
+            f"Measured with `{command}` in {minutes:.1f} min. Reproduce with the same command; `scripts/bench --help` lists "
+            "the options (`--quick` is the CI smoke run, `--only SECTION,…` reruns some sections, which then say so). The "
+            "script rewrites only the sections between its own `bench:` markers in this file, so sections added by others "
+            "(TACO, GPU) stay as they are.",
+            *busy,
+            md.table(["fact", "value"], rows),
+        ]
+    )
 
 
 def intro_md() -> str:
-    return "\n".join([
-        "# Benchmarks",
-        "",
-        "Generated by `scripts/bench` (start-up overhead, asset verification, image), plus sections added by other "
-        "runs. Every comparison runs its ways alternately in one run, after a discarded warm-up; tables give the "
-        "median, and the spread as min – max with the interquartile range.",
-        "",
-        "![start-up timeline](startup-timeline.png)",
-    ])
+    return "\n".join(
+        [
+            "# Benchmarks",
+            "",
+            "Generated by `scripts/bench` (start-up overhead, asset verification, image), plus sections added by other "
+            "runs. Every comparison runs its ways alternately in one run, after a discarded warm-up; tables give the "
+            "median, and the spread as min – max with the interquartile range.",
+            "",
+            "![start-up timeline](startup-timeline.png)",
+        ]
+    )
 
 
 def _startup_table(result: startup.Result) -> tuple[str, str]:
@@ -123,8 +150,10 @@ def _startup_table(result: startup.Result) -> tuple[str, str]:
         rows.append([labels[way], *_row_time(s), over])
     a, b = result.total("a").median, result.total("b").median
     over_a, over_b = a - floor, b - floor
-    verdict = (f"(a) is {seconds(over_a)} over the floor, (b) {seconds(over_b)}: (a) reaches the trainer {ratio(b, a)} sooner than "
-               f"(b), and its overhead over the floor is {ratio(over_b, over_a)} smaller.")
+    verdict = (
+        f"(a) is {seconds(over_a)} over the floor, (b) {seconds(over_b)}: (a) reaches the trainer {ratio(b, a)} sooner than "
+        f"(b), and its overhead over the floor is {ratio(over_b, over_a)} smaller."
+    )
     return md.table(["way", "median", "spread: min – max (IQR)", "over the floor"], rows), verdict
 
 
@@ -137,7 +166,9 @@ def _segments_table(results: list[startup.Result], way: str) -> str:
         for n in segs:
             if n not in names:
                 names.append(n)
-    header = ["segment"] + [("in Docker" if r.mode == "docker" else "outside Docker") + ": median (min – max)" for r in results]
+    header = ["segment"] + [
+        ("in Docker" if r.mode == "docker" else "outside Docker") + ": median (min – max)" for r in results
+    ]
     rows = []
     for n in names:
         row = [n]
@@ -179,35 +210,56 @@ def startup_md(results: list[startup.Result], reps: int, wheel_bytes: int, image
     ]
     for r in results:
         table, verdict = _startup_table(r)
-        title = ("### In Docker: `docker run` → trainer process up" if r.mode == "docker"
-                 else "### Outside Docker: process spawn → trainer process up")
+        title = (
+            "### In Docker: `docker run` → trainer process up"
+            if r.mode == "docker"
+            else "### Outside Docker: process spawn → trainer process up"
+        )
         out += ["", title, "", table, "", verdict]
-    out += ["", "### Where the time goes", "",
-            "(a), from the launcher's start-up record (`phases_s`, `launch_after_s`), a stamp written by a hook the NGC entrypoint "
-            "sources just before it execs the launcher (Docker only), and the spawn-to-trainer-up time measured separately; "
-            "\"Python start, imports\" is the remainder:", "", _segments_table(results, "a"), "",
-            "(b), from an instrumented copy of the seed's scripts (each `#@mark` comment line becomes a timestamp; the "
-            "table above uses the unmodified scripts):", "", _segments_table(results, "b+marks"), ""]
+    out += [
+        "",
+        "### Where the time goes",
+        "",
+        "(a), from the launcher's start-up record (`phases_s`, `launch_after_s`), a stamp written by a hook the NGC entrypoint "
+        "sources just before it execs the launcher (Docker only), and the spawn-to-trainer-up time measured separately; "
+        '"Python start, imports" is the remainder:',
+        "",
+        _segments_table(results, "a"),
+        "",
+        "(b), from an instrumented copy of the seed's scripts (each `#@mark` comment line becomes a timestamp; the "
+        "table above uses the unmodified scripts):",
+        "",
+        _segments_table(results, "b+marks"),
+        "",
+    ]
     probe_lines = []
     for r in results:
         py, imp, gap = _probe(r, "python"), _probe(r, "imports"), _probe(r, "gap")
         where = "in the container" if r.mode == "docker" else "outside Docker"
         if r.probes.get("python") and r.probes.get("imports"):
             first = r.probes["imports"][0]
-            probe_lines.append(f"- {where}: `python3 -c pass` takes {seconds(py)}; `python3 -c 'import entrypoint.cli, "
-                               f"entrypoint.launch'` {seconds(imp)} (the launcher's imports: {seconds(imp - py)}; the first "
-                               f"run, on a fresh file-system cache, {seconds(first)}); spawning the trainer stand-in "
-                               f"until its first statement takes {seconds(gap)} (medians of {len(r.probes['gap'])}).")
+            probe_lines.append(
+                f"- {where}: `python3 -c pass` takes {seconds(py)}; `python3 -c 'import entrypoint.cli, "
+                f"entrypoint.launch.run'` {seconds(imp)} (the launcher's imports: {seconds(imp - py)}; the first "
+                f"run, on a fresh file-system cache, {seconds(first)}); spawning the trainer stand-in "
+                f"until its first statement takes {seconds(gap)} (medians of {len(r.probes['gap'])})."
+            )
     out += ["Measured separately, in the same environments:", ""] + probe_lines
-    out += ["", "Caveats: the stand-in's transformers is a tiny fake, so the seed's patch script here costs far less than "
-            "with the real transformers (whose import alone takes seconds); the wheel is small and served on this machine, "
-            "so a real download adds to (b); pip's self-version check is off (`PIP_DISABLE_PIP_VERSION_CHECK=1`, no network "
-            "here), and `PYTHONPATH` is set (empty) for (b) because the seed's snippet "
-            "(`export PYTHONPATH=…:$PYTHONPATH` under `set -u`) aborts when it is unset. Each of these makes (b) faster than "
-            "on TI-ONE, so the gap to (a) is a lower bound."]
+    out += [
+        "",
+        "Caveats: the stand-in's transformers is a tiny fake, so the seed's patch script here costs far less than "
+        "with the real transformers (whose import alone takes seconds); the wheel is small and served on this machine, "
+        "so a real download adds to (b); pip's self-version check is off (`PIP_DISABLE_PIP_VERSION_CHECK=1`, no network "
+        "here), and `PYTHONPATH` is set (empty) for (b) because the seed's snippet "
+        "(`export PYTHONPATH=…:$PYTHONPATH` under `set -u`) aborts when it is unset. Each of these makes (b) faster than "
+        "on TI-ONE, so the gap to (a) is a lower bound.",
+    ]
     if image_ref:
-        out += ["", f"Image measured: `{image_ref}` (built from the working tree by `docker buildx bake openpi-standin`, tagged "
-                "`vla-entrypoint/openpi-standin:bench` for the run)."]
+        out += [
+            "",
+            f"Image measured: `{image_ref}` (built from the working tree by `docker buildx bake openpi-standin`, tagged "
+            "`vla-entrypoint/openpi-standin:bench` for the run).",
+        ]
     return "\n".join(out)
 
 
@@ -239,8 +291,11 @@ def assets_md(result: assets.Result, reps: int, cold_reps: int) -> str:
         + "; as a process, Python's start and imports dominate.",
     ]
     if result.cold:
-        lines += ["", "This machine is a virtual machine: dropping its page cache does not drop the host's cache of the virtual "
-                  "disk, so cold here means the guest's cache only (a CFS/NFS mount is colder: every stat is a round trip)."]
+        lines += [
+            "",
+            "This machine is a virtual machine: dropping its page cache does not drop the host's cache of the virtual "
+            "disk, so cold here means the guest's cache only (a CFS/NFS mount is colder: every stat is a round trip).",
+        ]
     return "\n".join(lines)
 
 
@@ -250,8 +305,11 @@ def image_md(result: image.Result, reps: int) -> str:
     layer_rows = [[f"`{l.created_by}`", size(l.size) if l.size else "0 (metadata or empty)"] for l in ours["layers"]]
     ok, detail = result.package_last
     build_rows = []
-    labels = {"cold": "cold: `--no-cache`, every layer of ours", "one-line": "one-line change in `entrypoint/`",
-              "no-change": "no change (everything cached)"}
+    labels = {
+        "cold": "cold: `--no-cache`, every layer of ours",
+        "one-line": "one-line change in `entrypoint/`",
+        "no-change": "no change (everything cached)",
+    }
     for kind, label in labels.items():
         builds = result.builds[kind]
         s = result.summary(kind)
@@ -259,43 +317,57 @@ def image_md(result: image.Result, reps: int) -> str:
         steps = counts[0] + (" every time" if len(counts) > 1 else "") if len(set(counts)) == 1 else ", ".join(counts)
         run_steps = sorted(sum(b.step_seconds.values()) for b in builds)
         exports = sorted(b.export_seconds for b in builds)
-        build_rows.append([label, *_row_time(s), steps, seconds(run_steps[len(run_steps) // 2]), seconds(exports[len(exports) // 2])])
+        build_rows.append(
+            [label, *_row_time(s), steps, seconds(run_steps[len(run_steps) // 2]), seconds(exports[len(exports) // 2])]
+        )
     step_medians: dict[str, list[float]] = {}
     for b in result.builds["cold"]:
         for name, sec in b.step_seconds.items():
             step_medians.setdefault(name, []).append(sec)
     step_rows = [[f"`{n}`", f"{sorted(v)[len(v) // 2]:.1f} s"] for n, v in step_medians.items()]
-    return "\n".join([
-        "## 3. Image",
-        "",
-        "### Bytes each target adds over its base",
-        "",
-        md.table(["target", "base", "bytes added", "image size"], rows),
-        "",
-        "The production targets `openpi` and `openpi-push` are the same Dockerfile stage over the vendor VLA base (not "
-        "pullable here): the same layers, plus `tini` from apt only if that base lacks it.",
-        "",
-        "Layers of our stage, oldest first:",
-        "",
-        md.table(["layer", "bytes"], layer_rows),
-        "",
-        f"Package layer last and small: **{'yes' if ok else 'NO'}**, {detail}.",
-        "",
-        f"### Build time of our layers ({reps} repetitions, alternating)",
-        "",
-        "`docker buildx bake openpi-standin` on a snapshot of the build context (tag overridden), over the present stand-in "
-        "base; per repetition: cold, then the same build unchanged, then a one-line change (a comment appended to "
-        "`entrypoint/__init__.py`). Times include bake's start and exporting the image into Docker.",
-        "",
-        md.table(["build", "median", "spread: min – max (IQR)", "steps run (of ours)", "in the steps run", "exporting layers"], build_rows),
-        "",
-        "The last two columns are medians of BuildKit's own step and export times; the rest of each build is bake's start, "
-        "the context transfer and writing the image into Docker's store.",
-        "",
-        "Steps of the cold build (median of the step's own time):",
-        "",
-        md.table(["step", "time"], step_rows),
-    ])
+    return "\n".join(
+        [
+            "## 3. Image",
+            "",
+            "### Bytes each target adds over its base",
+            "",
+            md.table(["target", "base", "bytes added", "image size"], rows),
+            "",
+            "The production targets `openpi` and `openpi-push` are the same Dockerfile stage over the vendor VLA base (not "
+            "pullable here): the same layers, plus `tini` from apt only if that base lacks it.",
+            "",
+            "Layers of our stage, oldest first:",
+            "",
+            md.table(["layer", "bytes"], layer_rows),
+            "",
+            f"Package layer last and small: **{'yes' if ok else 'NO'}**, {detail}.",
+            "",
+            f"### Build time of our layers ({reps} repetitions, alternating)",
+            "",
+            "`docker buildx bake openpi-standin` on a snapshot of the build context (tag overridden), over the present stand-in "
+            "base; per repetition: cold, then the same build unchanged, then a one-line change (a comment appended to "
+            "`entrypoint/__init__.py`). Times include bake's start and exporting the image into Docker.",
+            "",
+            md.table(
+                [
+                    "build",
+                    "median",
+                    "spread: min – max (IQR)",
+                    "steps run (of ours)",
+                    "in the steps run",
+                    "exporting layers",
+                ],
+                build_rows,
+            ),
+            "",
+            "The last two columns are medians of BuildKit's own step and export times; the rest of each build is bake's start, "
+            "the context transfer and writing the image into Docker's store.",
+            "",
+            "Steps of the cold build (median of the step's own time):",
+            "",
+            md.table(["step", "time"], step_rows),
+        ]
+    )
 
 
 # ---------------------------------------------------------------- the run
@@ -312,7 +384,7 @@ def run(argv: list[str]) -> int:
     args = parse(argv)
     started = time.monotonic()
     reps = 1 if args.quick else (args.reps or 10)
-    image_reps = 1 if args.quick else (args.reps and min(args.reps, 3) or 3)
+    image_reps = 1 if args.quick else ((args.reps and min(args.reps, 3)) or 3)
     asset_reps, cold_reps = (1, 1) if args.quick else (15, 5)
     episodes, weights = (20, 10**6) if args.quick else (fx.LIBERO_EPISODES, fx.LIBERO_WEIGHTS)
     docker = not args.no_docker and any(s in args.sections for s in ("startup", "image", "taco"))
@@ -354,7 +426,11 @@ def run(argv: list[str]) -> int:
                 ctx.image = build.image_id
                 ctx.created_images.append(f"{image.TAG}:bench")
             assert ctx.image
-            py = subprocess.run(["docker", "run", "--rm", "--entrypoint", "python3", ctx.image, "--version"], capture_output=True, text=True)
+            py = subprocess.run(
+                ["docker", "run", "--rm", "--entrypoint", "python3", ctx.image, "--version"],
+                capture_output=True,
+                text=True,
+            )
             facts["python (image)"] = py.stdout.strip() or py.stderr.strip()
             facts["image measured"] = ctx.image[:19]
         address = (fx.docker_gateway() or "127.0.0.1") if docker else "127.0.0.1"
@@ -375,7 +451,9 @@ def run(argv: list[str]) -> int:
                 plot.timeline(results, startup.WAYS, args.plot)
                 log(f"wrote {args.plot}")
         if "assets" in args.sections:
-            found = assets.compare(ctx.tree, work / "assets-work", asset_reps, cold_reps, log, cold=not (args.quick or args.no_cold))
+            found = assets.compare(
+                ctx.tree, work / "assets-work", asset_reps, cold_reps, log, cold=not (args.quick or args.no_cold)
+            )
             raw["assets"] = found.to_json()
             sections["assets"] = assets_md(found, asset_reps, cold_reps)
         if "image" in args.sections and docker:
@@ -396,7 +474,10 @@ def run(argv: list[str]) -> int:
         for name in list(sections):
             if name in ("startup", "assets", "image"):
                 sections[name] += f"\n\n{stamp}._"
-        common = {"intro": intro_md(), "machine": machine_md(facts, command, machine.load(), (time.monotonic() - started) / 60)}
+        common = {
+            "intro": intro_md(),
+            "machine": machine_md(facts, command, machine.load(), (time.monotonic() - started) / 60),
+        }
         if not args.only:  # a partial run leaves the full run's machine section; adds one only where there is none
             sections.update(common)
         md.update_file(args.out, sections, {**common, **PLACEHOLDERS})

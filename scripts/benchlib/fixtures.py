@@ -21,22 +21,26 @@ from pathlib import Path
 from benchlib.machine import REPO
 
 sys.path.insert(0, str(REPO))
-from tests.synthetic import make_assets_tree, make_openpi_tree  # noqa: E402  (the project's synthetic trees)
-from tests.taco.build_wheel import build_wheel as build_taco_wheel  # noqa: E402
+from tests.synthetic import make_assets_tree, make_openpi_tree
+from tests.taco.build_wheel import build_wheel as build_taco_wheel
 
 CFS = "/home/tione/notebook/embodied-ai/openpi-assets"  # the seed's assets root in the container
 OPENPI = "/workspace/openpi"
 SEED_DIR = REPO / "scripts" / "bench_seed"
-SEED_TACO_URL = ("https://taco-train-data-1251001002.cos.ap-shanghai.myqcloud.com/taco-train/"
-                 "taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl")
+SEED_TACO_URL = (
+    "https://taco-train-data-1251001002.cos.ap-shanghai.myqcloud.com/taco-train/"
+    "taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl"
+)
 LIBERO_EPISODES = 1693
 LIBERO_WEIGHTS = 14 * 10**9
 
 # The first lines of the trainer stand-in and of the floor's `python3 -c`: identical, so the moments match.
 STAMP_HEAD = "import time; _t = time.time()\n"
-STAMP_WRITE = ("import json, os, sys\n"
-               "with open(os.environ.get('BENCH_TRAINER_STAMP', '/bench/out/trainer.json'), 'w') as _f:\n"
-               "    json.dump({'t': _t, 'mono': time.monotonic(), 'argv': sys.argv[1:], 'cwd': os.getcwd(), 'pid': os.getpid()}, _f)\n")
+STAMP_WRITE = (
+    "import json, os, sys\n"
+    "with open(os.environ.get('BENCH_TRAINER_STAMP', '/bench/out/trainer.json'), 'w') as _f:\n"
+    "    json.dump({'t': _t, 'mono': time.monotonic(), 'argv': sys.argv[1:], 'cwd': os.getcwd(), 'pid': os.getpid()}, _f)\n"
+)
 FLOOR_CODE = STAMP_HEAD + STAMP_WRITE
 
 SHIM = f"""#!/usr/bin/env python3
@@ -107,7 +111,11 @@ def host_openpi(work: Path, tree: Path, code: Path) -> tuple[Path, Path]:
     if python.exists():
         shutil.rmtree(python)
     shutil.copytree(standin / "python", python)
-    shutil.copytree(openpi / "src" / "openpi" / "models_pytorch" / "transformers_replace", python / "transformers", dirs_exist_ok=True)
+    shutil.copytree(
+        openpi / "src" / "openpi" / "models_pytorch" / "transformers_replace",
+        python / "transformers",
+        dirs_exist_ok=True,
+    )
     return openpi, python
 
 
@@ -134,14 +142,21 @@ def stage_seed(code: Path, wheel_url: str, marks: bool, replace: dict[str, str] 
 def build_wheel(folder: Path) -> Path:
     """A small pure-Python taco_train wheel (py3-none-any, so any stand-in Python installs it) with the real
     one's layout, from the tests' wheel builder; its sitecustomize activates nothing."""
-    return build_taco_wheel(folder, tag="py3-none-any", version="0.1.0+bench",
-                            sitecustomize="# scripts/bench stand-in prelude: activates nothing\n")
+    return build_taco_wheel(
+        folder,
+        tag="py3-none-any",
+        version="0.1.0+bench",
+        sitecustomize="# scripts/bench stand-in prelude: activates nothing\n",
+    )
 
 
 def docker_gateway() -> str | None:
     """The host's address on Docker's default bridge (containers reach this machine there)."""
-    ip = subprocess.run(["docker", "network", "inspect", "bridge", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"],
-                        capture_output=True, text=True).stdout.strip()
+    ip = subprocess.run(
+        ["docker", "network", "inspect", "bridge", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if ip:
         return ip
     text = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], capture_output=True, text=True).stdout.split()
@@ -159,8 +174,11 @@ class WheelServer:
             self.port = probe.getsockname()[1]
         self.address = address
         self._log = open(log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", address, str(self.port), "--directory", str(folder)],
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", address, str(self.port), "--directory", str(folder)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 15
         while True:
             try:

@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from benchlib.machine import REPO
 from benchlib.stats import Summary, summarize
@@ -61,9 +61,13 @@ class Result:
         return summarize(b.seconds for b in self.builds[kind])
 
     def to_json(self) -> dict:
-        return {"added": [{**a, "layers": [{"size": x.size, "created_by": x.created_by} for x in a["layers"]]} for a in self.added],
-                "package_last": list(self.package_last),
-                "builds": {k: [vars(b) for b in v] for k, v in self.builds.items()}}
+        return {
+            "added": [
+                {**a, "layers": [{"size": x.size, "created_by": x.created_by} for x in a["layers"]]} for a in self.added
+            ],
+            "package_last": list(self.package_last),
+            "builds": {k: [vars(b) for b in v] for k, v in self.builds.items()},
+        }
 
 
 def _dockerignore_rules(path: Path) -> list[tuple[bool, re.Pattern[str]]]:
@@ -126,8 +130,16 @@ def image_id(ref: str) -> str | None:
 
 
 def bake(context: Path, tag: str, no_cache: bool = False) -> Build:
-    cmd = ["docker", "buildx", "bake", "--progress=plain", "-f", "docker-bake.hcl",
-           "--set", f"openpi-standin.tags={tag}"]
+    cmd = [
+        "docker",
+        "buildx",
+        "bake",
+        "--progress=plain",
+        "-f",
+        "docker-bake.hcl",
+        "--set",
+        f"openpi-standin.tags={tag}",
+    ]
     if no_cache:
         cmd.append("--no-cache")
     cmd.append("openpi-standin")
@@ -161,13 +173,18 @@ def parse_progress(text: str) -> Build:
             done[m.group(1)] = float(m.group(2))
     executed = [n for n in names if n not in cached]
     exports = [float(x) for x in re.findall(r"exporting layers ([\d.]+)s done", text)]
-    return Build(0.0, len(names), len(executed), {names[n][:90]: done.get(n, 0.0) for n in executed},
-                 export_seconds=sum(exports))
+    return Build(
+        0.0, len(names), len(executed), {names[n][:90]: done.get(n, 0.0) for n in executed}, export_seconds=sum(exports)
+    )
 
 
 def history(ref: str) -> list[Layer]:
-    proc = subprocess.run(["docker", "history", "--no-trunc", "--human=false", "--format", "{{.Size}}\t{{.CreatedBy}}", ref],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        ["docker", "history", "--no-trunc", "--human=false", "--format", "{{.Size}}\t{{.CreatedBy}}", ref],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     layers = []
     for line in proc.stdout.splitlines():
         size, _, created = line.partition("\t")
@@ -185,10 +202,23 @@ def _short(created_by: str) -> str:
 def added(target: str, ref: str, base_label: str, base_ref: str) -> dict:
     mine, base = history(ref), history(base_ref)
     ours = mine[: len(mine) - len(base)]
-    size = int(subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", ref], capture_output=True, text=True, check=True).stdout)
-    base_size = int(subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", base_ref], capture_output=True, text=True, check=True).stdout)
-    return {"target": target, "base": base_label, "bytes": size - base_size, "image_bytes": size,
-            "layers": [Layer(l.size, _short(l.created_by), l.created_by) for l in reversed(ours)]}
+    size = int(
+        subprocess.run(
+            ["docker", "image", "inspect", "-f", "{{.Size}}", ref], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    base_size = int(
+        subprocess.run(
+            ["docker", "image", "inspect", "-f", "{{.Size}}", base_ref], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    return {
+        "target": target,
+        "base": base_label,
+        "bytes": size - base_size,
+        "image_bytes": size,
+        "layers": [Layer(l.size, _short(l.created_by), l.created_by) for l in reversed(ours)],
+    }
 
 
 def package_layer_last(layers: list[Layer]) -> tuple[bool, str]:
@@ -202,7 +232,9 @@ def package_layer_last(layers: list[Layer]) -> tuple[bool, str]:
 
 
 def rootfs_ref() -> str | None:
-    proc = subprocess.run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", ROOTFS_REPO], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", ROOTFS_REPO], capture_output=True, text=True
+    )
     refs = proc.stdout.split()
     return refs[0] if refs else None
 
@@ -225,9 +257,13 @@ def compare(context: Path, reps: int, log: Callable[[str], None], created: list[
             b = bake(context, f"{TAG}:bench-edit")
             builds["one-line"].append(b)
             created.append(b.image_id)
-            log(f"image rep {rep + 1}/{reps}: " + ", ".join(
-                f"{kind} {builds[kind][-1].seconds:.1f} s ({builds[kind][-1].executed}/{builds[kind][-1].steps} steps run)"
-                for kind in ("cold", "no-change", "one-line")))
+            log(
+                f"image rep {rep + 1}/{reps}: "
+                + ", ".join(
+                    f"{kind} {builds[kind][-1].seconds:.1f} s ({builds[kind][-1].executed}/{builds[kind][-1].steps} steps run)"
+                    for kind in ("cold", "no-change", "one-line")
+                )
+            )
     finally:
         init.write_text(original)
     ref = f"{TAG}:bench-edit"

@@ -8,15 +8,20 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def sh(cmd: Sequence[str], check: bool = False, timeout: float | None = 120, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def sh(
+    cmd: Sequence[str], check: bool = False, timeout: float | None = 120, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
     """Run a command, capturing text output."""
-    return subprocess.run(list(cmd), capture_output=True, text=True, errors="replace", check=check, timeout=timeout, **kwargs)
+    return subprocess.run(
+        list(cmd), capture_output=True, text=True, errors="replace", check=check, timeout=timeout, **kwargs
+    )
 
 
 def out(cmd: Sequence[str]) -> str:
@@ -79,18 +84,43 @@ def git_revision() -> str:
     rev = out(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
     if not rev:
         return "unknown"
-    dirty = out(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", "entrypoint", "Dockerfile", "pyproject.toml"])
+    dirty = out(
+        [
+            "git",
+            "-C",
+            str(REPO),
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            "entrypoint",
+            "Dockerfile",
+            "pyproject.toml",
+        ]
+    )
     return rev + (" + uncommitted changes in entrypoint/, Dockerfile or pyproject.toml" if dirty else "")
 
 
 def docker_facts() -> dict[str, str]:
     if not shutil.which("docker"):
         return {}
-    info = out(["docker", "info", "--format", "{{.ServerVersion}}|{{.Driver}}|{{.CgroupDriver}}|{{.CgroupVersion}}|{{.DefaultRuntime}}"])
+    info = out(
+        [
+            "docker",
+            "info",
+            "--format",
+            "{{.ServerVersion}}|{{.Driver}}|{{.CgroupDriver}}|{{.CgroupVersion}}|{{.DefaultRuntime}}",
+        ]
+    )
     parts = info.split("|") if info else []
     facts = {}
     if len(parts) == 5:
-        facts = {"docker": parts[0], "storage driver": parts[1], "cgroup": f"{parts[2]} v{parts[3]}", "runtime": parts[4]}
+        facts = {
+            "docker": parts[0],
+            "storage driver": parts[1],
+            "cgroup": f"{parts[2]} v{parts[3]}",
+            "runtime": parts[4],
+        }
     buildx = out(["docker", "buildx", "version"]).split()
     if len(buildx) >= 2:
         facts["buildx"] = buildx[1]

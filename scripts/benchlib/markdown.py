@@ -9,8 +9,8 @@ GPU sections, written by others) are inserted only when their markers are absent
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 ORDER = ("intro", "machine", "startup", "assets", "image", "fetch", "taco", "gpu")
 
@@ -59,7 +59,7 @@ def update(text: str, sections: Mapping[str, str], placeholders: Mapping[str, st
 
 def _insert(text: str, name: str, new: str) -> str:
     present = sections_in(text)
-    later = ORDER[ORDER.index(name) + 1:] if name in ORDER else ()
+    later = ORDER[ORDER.index(name) + 1 :] if name in ORDER else ()
     for other in later:
         if other in present:
             at = text.index(f"<!-- bench:{other} begin")

@@ -38,8 +38,11 @@ def ensure_matplotlib(install: bool, log) -> bool:
     if not install:
         return False
     log("matplotlib is missing: installing it with pip (a dev tool for the plot only)")
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "matplotlib"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "matplotlib"],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         log(f"could not install matplotlib; no plot:\n{proc.stderr[-1000:]}")
         return False
@@ -72,7 +75,9 @@ def timeline(results: list[Result], labels: dict[str, str], path: Path) -> None:
             left = 0.0
             for name, summary in result.segments(way):
                 width = summary.median * 1000
-                bar = ax.barh(y, width, left=left, color=_color(name, extra), edgecolor="white", linewidth=0.6, height=0.6)
+                bar = ax.barh(
+                    y, width, left=left, color=_color(name, extra), edgecolor="white", linewidth=0.6, height=0.6
+                )
                 seen.setdefault(name, bar)
                 if width > 45:
                     ax.text(left + width / 2, y, f"{width:.0f}", ha="center", va="center", fontsize=7, color="black")
@@ -83,13 +88,24 @@ def timeline(results: list[Result], labels: dict[str, str], path: Path) -> None:
             y += 1
         ax.set_yticks(range(len(names)), names, fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel("ms since " + ("`docker run` (host clock)" if result.mode == "docker" else "process spawn"), fontsize=8)
-        ax.set_title(("In Docker: container start → trainer process up" if result.mode == "docker"
-                      else "Outside Docker: process start → trainer process up") + " (median per segment)", fontsize=10)
+        ax.set_xlabel(
+            "ms since " + ("`docker run` (host clock)" if result.mode == "docker" else "process spawn"), fontsize=8
+        )
+        ax.set_title(
+            (
+                "In Docker: container start → trainer process up"
+                if result.mode == "docker"
+                else "Outside Docker: process start → trainer process up"
+            )
+            + " (median per segment)",
+            fontsize=10,
+        )
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(axis="x", labelbottom=True)
     axes[0, 0].set_xlim(0, axes[0, 0].get_xlim()[1] * 1.08)
-    fig.legend(handles=list(seen.values()), labels=list(seen.keys()), loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.legend(
+        handles=list(seen.values()), labels=list(seen.keys()), loc="lower center", ncol=3, fontsize=7, frameon=False
+    )
     fig.tight_layout(rect=(0, 0.06 + 0.02 * ((len(seen) + 2) // 3), 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

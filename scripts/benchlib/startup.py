@@ -24,9 +24,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from benchlib import fixtures as fx
 from benchlib.machine import REPO
@@ -37,12 +37,25 @@ WAYS = {
     "b": "(b) seed: run.sh + train_pytorch.sh",
     "c": "(c) floor: `python3 -c`",
 }
-TIONE = {"GPU_NUM_PER_NODE": "2", "WORLD_SIZE": "1", "RANK": "0", "INDEX": "0", "MASTER_ADDR": "127.0.0.1",
-         "MASTER_PORT": "23456", "GPU_NUM": "2", "NODE_LIST": "127.0.0.1:2"}
+TIONE = {
+    "GPU_NUM_PER_NODE": "2",
+    "WORLD_SIZE": "1",
+    "RANK": "0",
+    "INDEX": "0",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "23456",
+    "GPU_NUM": "2",
+    "NODE_LIST": "127.0.0.1:2",
+}
 # (b+marks): mark name -> the segment that ends there, in order; the trainer's stamp ends the last one.
-SEED_SEGMENTS = (("run.sh", "shell starts run.sh"), ("patched", "transformers patch script"),
-                 ("checked", "existence checks"), ("wheel-installed", "pip install of the wheel"),
-                 ("train_pytorch.sh", "shell starts train_pytorch.sh"), ("exported", "exports"))
+SEED_SEGMENTS = (
+    ("run.sh", "shell starts run.sh"),
+    ("patched", "transformers patch script"),
+    ("checked", "existence checks"),
+    ("wheel-installed", "pip install of the wheel"),
+    ("train_pytorch.sh", "shell starts train_pytorch.sh"),
+    ("exported", "exports"),
+)
 TRAINER_SEGMENT = "torchrun | tee, trainer Python up"
 
 GAP_CODE = r"""
@@ -59,7 +72,7 @@ for _ in range(n):
     p.wait()
     with open(stamp) as f:
         found["gap"].append(json.load(f)["t"] - t)
-    for key, code in (("python", "pass"), ("imports", "import entrypoint.cli, entrypoint.launch")):
+    for key, code in (("python", "pass"), ("imports", "import entrypoint.cli, entrypoint.launch.run")):
         t = time.perf_counter()
         if subprocess.run([sys.executable, "-c", code]).returncode == 0:
             found[key].append(time.perf_counter() - t)
@@ -82,7 +95,9 @@ class Sample:
 class Result:
     mode: str  # docker | host
     samples: dict[str, list[Sample]]  # way -> samples; ways: a, b, b+marks, c
-    probes: dict[str, list[float]]  # gap: spawn to trainer up; python: `python3 -c pass`; imports: the launcher's modules
+    probes: dict[
+        str, list[float]
+    ]  # gap: spawn to trainer up; python: `python3 -c pass`; imports: the launcher's modules
 
     def total(self, way: str) -> Summary:
         return summarize(s.total for s in self.samples[way])
@@ -100,8 +115,14 @@ class Result:
         return [s.segments for s in self.samples.get("a", [])]
 
     def to_json(self) -> dict:
-        return {"mode": self.mode, "probes": self.probes,
-                "samples": {w: [{"total": s.total, "wall": s.wall, "segments": s.segments} for s in v] for w, v in self.samples.items()}}
+        return {
+            "mode": self.mode,
+            "probes": self.probes,
+            "samples": {
+                w: [{"total": s.total, "wall": s.wall, "segments": s.segments} for s in v]
+                for w, v in self.samples.items()
+            },
+        }
 
 
 def _tail(text: str, lines: int = 25) -> str:
@@ -112,7 +133,9 @@ def _record_segments(record: dict | None, before: float, gap: float) -> dict[str
     """(a)'s segments after the launcher's process is up: start-up record phases, the rest, and the spawn gap.
     `before` is the time from the reference point (hook or process start) to the trainer stamp."""
     if not record or "launch_after_s" not in record:
-        raise BenchError(f"(a) wrote no start-up record with launch_after_s: {json.dumps(record)[:500] if record else 'none'}")
+        raise BenchError(
+            f"(a) wrote no start-up record with launch_after_s: {json.dumps(record)[:500] if record else 'none'}"
+        )
     launch = float(record["launch_after_s"])
     phases = {k: float(v) for k, v in record.get("phases_s", {}).items() if k != "training"}
     segments = {"Python start, imports (derived)": max(before - launch - gap, 0.0)}
@@ -156,12 +179,16 @@ class Runner:
         out = self.outdir(way)
         cmd, env = self.command(way, out)
         t0 = time.time()
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=300)
+        proc = subprocess.run(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=300
+        )
         wall = time.time() - t0
         stamp = fx.read_json(out / "trainer.json")
         if proc.returncode != 0 or stamp is None:
-            raise BenchError(f"{self.mode} {way} failed (exit {proc.returncode}, trainer stamp {'found' if stamp else 'missing'}):\n"
-                             f"$ {' '.join(cmd)}\n{_tail(proc.stdout)}")
+            raise BenchError(
+                f"{self.mode} {way} failed (exit {proc.returncode}, trainer stamp {'found' if stamp else 'missing'}):\n"
+                f"$ {' '.join(cmd)}\n{_tail(proc.stdout)}"
+            )
         if way in ("a", "b", "b+marks") and not any(a.endswith("train_pytorch.py") for a in stamp.get("argv", [])):
             raise BenchError(f"{self.mode} {way}: the trainer stand-in was not started as training: {stamp}")
         sample = Sample(total=stamp["t"] - t0, wall=wall)
@@ -189,17 +216,42 @@ class DockerRunner(Runner):
         fx.write_shim(self.bin, host=False)
         self.hook = work / "hook.sh"
         self.hook.write_text(fx.HOOK)
-        self.code = {marks: fx.stage_seed(work / ("code-docker-marks" if marks else "code-docker"), wheel_url, marks) for marks in (False, True)}
-        config = json.loads(subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Env}}", image],
-                                           capture_output=True, text=True, check=True).stdout)
-        path = next((e.split("=", 1)[1] for e in config or [] if e.startswith("PATH=")), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        self.code = {
+            marks: fx.stage_seed(work / ("code-docker-marks" if marks else "code-docker"), wheel_url, marks)
+            for marks in (False, True)
+        }
+        config = json.loads(
+            subprocess.run(
+                ["docker", "image", "inspect", "-f", "{{json .Config.Env}}", image],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        path = next(
+            (e.split("=", 1)[1] for e in config or [] if e.startswith("PATH=")),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
         self.path = f"/bench/bin:{path}"
 
     def _base(self, out: Path) -> list[str]:
-        args = ["docker", "run", "--rm", "--network", "bridge",
-                "-v", f"{out}:/bench/out", "-v", f"{self.bin}:/bench/bin:ro",
-                "-v", f"{self.hook}:/opt/nvidia/entrypoint.d/00-bench-stamp.sh:ro",
-                "-v", f"{self.tree}:{fx.CFS}", "-e", f"PATH={self.path}"]
+        args = [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "bridge",
+            "-v",
+            f"{out}:/bench/out",
+            "-v",
+            f"{self.bin}:/bench/bin:ro",
+            "-v",
+            f"{self.hook}:/opt/nvidia/entrypoint.d/00-bench-stamp.sh:ro",
+            "-v",
+            f"{self.tree}:{fx.CFS}",
+            "-e",
+            f"PATH={self.path}",
+        ]
         for name, value in TIONE.items():
             args += ["-e", f"{name}={value}"]
         return args
@@ -211,10 +263,25 @@ class DockerRunner(Runner):
         elif way in ("b", "b+marks"):
             code = self.code[way == "b+marks"]
             # The seed's other three mount rows; code/ is the staged variant (also seen under the assets root).
-            args += ["-v", f"{self.tree / 'checkpoints'}:{fx.OPENPI}/checkpoints", "-v", f"{self.tree / 'assets'}:{fx.OPENPI}/assets",
-                     "-v", f"{code}:{fx.OPENPI}/code", "-v", f"{code}:{fx.CFS}/code",
-                     "-e", "PYTHONPATH=", "-e", "PIP_DISABLE_PIP_VERSION_CHECK=1",
-                     "--entrypoint", "/opt/nvidia/nvidia_entrypoint.sh", self.image, "bash", f"{fx.CFS}/code/run.sh"]
+            args += [
+                "-v",
+                f"{self.tree / 'checkpoints'}:{fx.OPENPI}/checkpoints",
+                "-v",
+                f"{self.tree / 'assets'}:{fx.OPENPI}/assets",
+                "-v",
+                f"{code}:{fx.OPENPI}/code",
+                "-v",
+                f"{code}:{fx.CFS}/code",
+                "-e",
+                "PYTHONPATH=",
+                "-e",
+                "PIP_DISABLE_PIP_VERSION_CHECK=1",
+                "--entrypoint",
+                "/opt/nvidia/nvidia_entrypoint.sh",
+                self.image,
+                "bash",
+                f"{fx.CFS}/code/run.sh",
+            ]
         elif way == "c":
             args += ["--entrypoint", "python3", self.image, "-c", fx.FLOOR_CODE]
         else:
@@ -236,8 +303,24 @@ class DockerRunner(Runner):
 
     def measure_gap(self, n: int) -> dict[str, list[float]]:
         out = self.outdir("gap")
-        cmd = ["docker", "run", "--rm", "-v", f"{out}:/bench/out", "-v", f"{self.bin}:/bench/bin:ro", "-e", f"PATH={self.path}",
-               "--entrypoint", "python3", self.image, "-c", GAP_CODE, "/bench/out/gap.json", str(n)]
+        cmd = [
+            "docker",
+            "run",
+            "--rm",
+            "-v",
+            f"{out}:/bench/out",
+            "-v",
+            f"{self.bin}:/bench/bin:ro",
+            "-e",
+            f"PATH={self.path}",
+            "--entrypoint",
+            "python3",
+            self.image,
+            "-c",
+            GAP_CODE,
+            "/bench/out/gap.json",
+            str(n),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise BenchError(f"docker: measuring the spawn gap failed:\n{_tail(proc.stdout + proc.stderr)}")
@@ -246,7 +329,9 @@ class DockerRunner(Runner):
         return gaps
 
     def launcher_knows(self, flag: str) -> bool:
-        text = subprocess.run(["docker", "run", "--rm", self.image, "run", "--help"], capture_output=True, text=True).stdout
+        text = subprocess.run(
+            ["docker", "run", "--rm", self.image, "run", "--help"], capture_output=True, text=True
+        ).stdout
         return flag in text
 
 
@@ -267,15 +352,28 @@ class HostRunner(Runner):
         self.code = {}
         for marks in (False, True):
             code = code_plain if not marks else work / "code-host-marks"
-            replace = {f"{fx.OPENPI}/code": str(code), fx.CFS: str(tree), fx.OPENPI: str(self.openpi), "/tmp/taco_train": str(self.taco)}
+            replace = {
+                f"{fx.OPENPI}/code": str(code),
+                fx.CFS: str(tree),
+                fx.OPENPI: str(self.openpi),
+                "/tmp/taco_train": str(self.taco),
+            }
             self.code[marks] = fx.stage_seed(code, wheel_url, marks, replace)
         launcher = Path(sys.executable).parent / "vla-entrypoint"
         self.launcher = [str(launcher)] if launcher.exists() else [sys.executable, "-m", "entrypoint"]
-        self.path = os.pathsep.join([str(self.bin), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        self.path = os.pathsep.join(
+            [str(self.bin), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+        )
 
     def _env(self, out: Path) -> dict[str, str]:
-        env = {"PATH": self.path, "HOME": str(self.home), "LANG": "C.UTF-8", "PYTHONPATH": str(self.python),
-               "BENCH_TRAINER_STAMP": str(out / "trainer.json"), "BENCH_MARKS": str(out / "marks")}
+        env = {
+            "PATH": self.path,
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(self.python),
+            "BENCH_TRAINER_STAMP": str(out / "trainer.json"),
+            "BENCH_MARKS": str(out / "marks"),
+        }
         env.update(TIONE)
         if self.launcher[0] == sys.executable:
             env["PYTHONPATH"] += os.pathsep + str(REPO)
@@ -284,9 +382,16 @@ class HostRunner(Runner):
     def command(self, way: str, out: Path) -> tuple[list[str], dict[str, str]]:
         env = self._env(out)
         if way == "a":
-            env.update({"VLA_DEVICE": "cpu", "VLA_ASSETS_ROOT": str(self.tree), "VLA_OPENPI_DIR": str(self.openpi),
-                        "VLA_LOG_DIR": str(out / "logs"), "VLA_BAKED_JOB_FILE": str(self.work / "no-baked-job.yaml"),
-                        "HF_DATASETS_CACHE": str(self.work / "hf-datasets")})
+            env.update(
+                {
+                    "VLA_DEVICE": "cpu",
+                    "VLA_ASSETS_ROOT": str(self.tree),
+                    "VLA_OPENPI_DIR": str(self.openpi),
+                    "VLA_LOG_DIR": str(out / "logs"),
+                    "VLA_BAKED_JOB_FILE": str(self.work / "no-baked-job.yaml"),
+                    "HF_DATASETS_CACHE": str(self.work / "hf-datasets"),
+                }
+            )
             return self.launcher + ["run"], env
         if way in ("b", "b+marks"):
             fx.clear(self.taco)  # a fresh container has an empty /tmp
@@ -307,16 +412,26 @@ class HostRunner(Runner):
 
     def measure_gap(self, n: int) -> dict[str, list[float]]:
         out = self.outdir("gap")
-        proc = subprocess.run(["python3", "-c", GAP_CODE, str(out / "gap.json"), str(n)], env=self._env(out),
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["python3", "-c", GAP_CODE, str(out / "gap.json"), str(n)],
+            env=self._env(out),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             raise BenchError(f"host: measuring the spawn gap failed:\n{_tail(proc.stdout + proc.stderr)}")
         shutil.rmtree(out, ignore_errors=True)
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def compare(runner: Runner, reps: int, log: Callable[[str], None], ways: tuple[str, ...] = ("a", "b", "b+marks", "c"),
-            probes: int = 15) -> Result:
+def compare(
+    runner: Runner,
+    reps: int,
+    log: Callable[[str], None],
+    ways: tuple[str, ...] = ("a", "b", "b+marks", "c"),
+    probes: int = 15,
+) -> Result:
     found = runner.measure_gap(probes)
     runner.gap = summarize(found["gap"]).median
     log(f"{runner.mode}: spawn-to-trainer-up gap {runner.gap * 1000:.1f} ms (median of {len(found['gap'])})")

@@ -17,5 +17,5 @@ PLACEHOLDER = """## TACO: baked into the image vs installed at start
 _Not measured yet. Hook: `section()` in `scripts/benchlib/taco.py`, run by `scripts/bench --only taco`._"""
 
 
-def section(ctx) -> str | None:  # noqa: ARG001 - the hook's signature
+def section(ctx) -> str | None:
     return None

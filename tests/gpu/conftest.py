@@ -21,7 +21,9 @@ def pytest_collection_modifyitems(config, items):
         if "tests/gpu/" in str(item.fspath):
             item.add_marker(pytest.mark.gpu)
             if not has_gpu:
-                item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU on this machine (GPU tier runs on the lent GPU machine)"))
+                item.add_marker(
+                    pytest.mark.skip(reason="no NVIDIA GPU on this machine (GPU tier runs on the lent GPU machine)")
+                )
 
 
 @pytest.fixture
@@ -30,8 +32,16 @@ def gpu_env(tmp_path) -> dict[str, str]:
     assets = make_assets_tree(tmp_path / "openpi-assets", episodes=4)
     return {
         **os.environ,
-        "GPU_NUM_PER_NODE": "1", "WORLD_SIZE": "1", "RANK": "0", "INDEX": "0", "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29511", "GPU_NUM": "1",
-        "VLA_ASSETS_ROOT": str(assets), "VLA_OPENPI_DIR": str(STANDIN_OPENPI), "VLA_TACO": "off",
-        "VLA_BAKED_JOB_FILE": str(tmp_path / "none.yaml"), "PYTHONPATH": str(REPO),
+        "GPU_NUM_PER_NODE": "1",
+        "WORLD_SIZE": "1",
+        "RANK": "0",
+        "INDEX": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29511",
+        "GPU_NUM": "1",
+        "VLA_ASSETS_ROOT": str(assets),
+        "VLA_OPENPI_DIR": str(STANDIN_OPENPI),
+        "VLA_TACO": "off",
+        "VLA_BAKED_JOB_FILE": str(tmp_path / "none.yaml"),
+        "PYTHONPATH": str(REPO),
     }

@@ -16,8 +16,9 @@ EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
 def launch(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """`vla-entrypoint ARGS` through NGC's entrypoint when the machine has it, as the image's ENTRYPOINT chain does."""
     chain = [str(NGC_ENTRYPOINT)] if NGC_ENTRYPOINT.exists() else []
-    return subprocess.run(chain + [sys.executable, "-m", "entrypoint", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        chain + [sys.executable, "-m", "entrypoint", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def record_of(env: dict[str, str]) -> dict:
@@ -32,14 +33,22 @@ def test_run_trains_with_nccl_in_bf16_and_writes_the_seed_layout(gpu_env):
     assert "Training precision: bfloat16" in result.stdout + result.stderr
     record = record_of(gpu_env)
     assert record["outcome"]["class"] == "succeeded"
-    assert record["progress"]["last_step"] == 40 and [s["step"] for s in record["progress"]["checkpoints_saved"]] == [25, 49, 50]
+    assert record["progress"]["last_step"] == 40 and [s["step"] for s in record["progress"]["checkpoints_saved"]] == [
+        25,
+        49,
+        50,
+    ]
     assert record["plan"]["topology"]["device"] == "gpu" and record["plan"]["fabric"]["transport"] == "local"
     assert record["progress"]["first_step_after_s"] > 0 and {"plan", "prepare", "training"} <= set(record["phases_s"])
 
 
 def test_cp312_taco_wheel_installs_and_activates(gpu_env, tmp_path):
-    subprocess.run([sys.executable, "-m", "tests.taco.build_wheel", str(tmp_path / "wheel"), "--tag", "cp312-cp312-linux_x86_64"],
-                   check=True, env=gpu_env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "tests.taco.build_wheel", str(tmp_path / "wheel"), "--tag", "cp312-cp312-linux_x86_64"],
+        check=True,
+        env=gpu_env,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     env = {**gpu_env, "VLA_TACO": "on", "VLA_TACO_WHEEL": str(wheel)}
     result = launch(env, "run")

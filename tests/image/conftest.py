@@ -35,7 +35,9 @@ def docker_client():
         client.ping()
     except Exception as exc:  # the SDK raises several unrelated types for an absent daemon
         pytest.fail(f"the image tier cannot run: no Docker engine ({exc})", pytrace=False)
-    _need(subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0, "docker buildx is missing")
+    _need(
+        subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0, "docker buildx is missing"
+    )
     return client
 
 
@@ -70,23 +72,44 @@ class Finished:
         return self.stdout + self.stderr
 
 
-def tione_env(nodes: int = 1, per_node: int = 2, rank: int = 0, master: str = "127.0.0.1", **extra: str) -> dict[str, str]:
+def tione_env(
+    nodes: int = 1, per_node: int = 2, rank: int = 0, master: str = "127.0.0.1", **extra: str
+) -> dict[str, str]:
     """TI-ONE's DDP variables for a CPU stand-in job (VLA_DEVICE=cpu: gloo, no GPU checks)."""
-    env = {"GPU_NUM_PER_NODE": str(per_node), "WORLD_SIZE": str(nodes), "RANK": str(rank), "INDEX": str(rank),
-           "MASTER_ADDR": master, "MASTER_PORT": "23456", "GPU_NUM": str(nodes * per_node), "VLA_DEVICE": "cpu"}
+    env = {
+        "GPU_NUM_PER_NODE": str(per_node),
+        "WORLD_SIZE": str(nodes),
+        "RANK": str(rank),
+        "INDEX": str(rank),
+        "MASTER_ADDR": master,
+        "MASTER_PORT": "23456",
+        "GPU_NUM": str(nodes * per_node),
+        "VLA_DEVICE": "cpu",
+    }
     env.update(extra)
     return env
 
 
-def run_container(client, image: str, command: list[str] | None = None, env: dict[str, str] | None = None,
-                  mounts: dict[str, str] | None = None, timeout: int = 300, **kwargs) -> Finished:
+def run_container(
+    client,
+    image: str,
+    command: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    mounts: dict[str, str] | None = None,
+    timeout: int = 300,
+    **kwargs,
+) -> Finished:
     """Run a container to completion; always removed afterwards."""
     volumes = {host: {"bind": inside, "mode": "rw"} for host, inside in (mounts or {}).items()}
     start = time.monotonic()
     container = client.containers.run(image, command, environment=env or {}, volumes=volumes, detach=True, **kwargs)
     try:
         code = container.wait(timeout=timeout)["StatusCode"]
-        return Finished(code, container.logs(stdout=True, stderr=False).decode(), container.logs(stdout=False, stderr=True).decode(),
-                        time.monotonic() - start)
+        return Finished(
+            code,
+            container.logs(stdout=True, stderr=False).decode(),
+            container.logs(stdout=False, stderr=True).decode(),
+            time.monotonic() - start,
+        )
     finally:
         container.remove(force=True)

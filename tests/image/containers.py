@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from entrypoint.assets import InvalidAsset, check_safetensors
-from entrypoint.openpi import CHECKPOINT_FILES
+from entrypoint.inspect.assets import InvalidAsset, check_safetensors
+from entrypoint.inspect.openpi import CHECKPOINT_FILES
 from tests.image.conftest import CFS_IN_CONTAINER
 
 EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
@@ -144,21 +144,40 @@ class Sandbox:
     def name(self, short: str) -> str:
         return f"{self.prefix}-{short}"
 
-    def start(self, short: str, env: dict[str, str], cfs: Path | None = None, *, mode: str = "rw",
-              mounts: dict[str, tuple[str, str]] | None = None, network: str | None = None,
-              command: list[str] | None = None, image: str | None = None, **kwargs: Any) -> Node:
+    def start(
+        self,
+        short: str,
+        env: dict[str, str],
+        cfs: Path | None = None,
+        *,
+        mode: str = "rw",
+        mounts: dict[str, tuple[str, str]] | None = None,
+        network: str | None = None,
+        command: list[str] | None = None,
+        image: str | None = None,
+        **kwargs: Any,
+    ) -> Node:
         """Start the image detached as `<prefix>-<short>` with the CFS tree bind-mounted (`mode` rw|ro) plus
         `mounts` {host path: (container path, mode)}; `image` replaces the sandbox's image."""
         volumes = {str(cfs): {"bind": CFS_IN_CONTAINER, "mode": mode}} if cfs is not None else {}
         volumes.update({host: {"bind": inside, "mode": m} for host, (inside, m) in (mounts or {}).items()})
         name = self.name(short)
-        container = self.client.containers.run(image or self.image, command, name=name, hostname=short, environment=env,
-                                               volumes=volumes, network=network, detach=True, **kwargs)
+        container = self.client.containers.run(
+            image or self.image,
+            command,
+            name=name,
+            hostname=short,
+            environment=env,
+            volumes=volumes,
+            network=network,
+            detach=True,
+            **kwargs,
+        )
         node = Node(container, name)
         self.nodes.append(node)
         return node
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -204,8 +223,11 @@ def incomplete_reason(folder: Path) -> str | None:
 
 
 def complete_steps(experiment: Path) -> list[int]:
-    return sorted(int(n) for n, p in checkpoint_folders(experiment).items()
-                  if n.isdigit() and p.is_dir() and incomplete_reason(p) is None)
+    return sorted(
+        int(n)
+        for n, p in checkpoint_folders(experiment).items()
+        if n.isdigit() and p.is_dir() and incomplete_reason(p) is None
+    )
 
 
 def saved_steps(output: str) -> list[int]:

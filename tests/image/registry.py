@@ -15,10 +15,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 CERTS_D = Path("/etc/docker/certs.d")
 TOOLS = {"docker-registry": "docker-registry", "htpasswd": "apache2-utils", "openssl": "openssl"}
@@ -67,16 +67,36 @@ def _write_credentials(workdir: Path, username: str, password: str) -> Path:
 def _write_certificate(workdir: Path) -> tuple[Path, Path]:
     """A self-signed EC certificate for localhost/127.0.0.1, valid one day."""
     cert, key = workdir / "cert.pem", workdir / "key.pem"
-    _run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-          "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-          "-keyout", str(key), "-out", str(cert)])
+    _run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ]
+    )
     return cert, key
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, cert: Path, log: Path, timeout: float) -> bool:
     """Poll `url` until the registry answers (401: it demands a login); False when the process died first."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                         urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cert)))
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cert))
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -101,8 +121,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_registry(workdir: Path, username: str, password: str, *, readonly: bool = False,
-                     timeout: float = 10.0, attempts: int = 3) -> Iterator[Registry]:
+def running_registry(
+    workdir: Path, username: str, password: str, *, readonly: bool = False, timeout: float = 10.0, attempts: int = 3
+) -> Iterator[Registry]:
     """Start a registry under `workdir`, yield it once it answers, and on exit stop it and remove its trust entry.
 
     `readonly` turns on the registry's maintenance read-only mode: logins work, every upload is refused.
@@ -131,11 +152,16 @@ def running_registry(workdir: Path, username: str, password: str, *, readonly: b
             trust.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(cert, trust / "ca.crt")
         except OSError as exc:
-            raise RegistryUnavailable(f"cannot write {trust}/ca.crt for the Docker daemon ({exc}); "
-                                      "run as root") from None
+            raise RegistryUnavailable(
+                f"cannot write {trust}/ca.crt for the Docker daemon ({exc}); run as root"
+            ) from None
         with log.open("wb") as log_file:
-            proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log_file,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                ["docker-registry", "serve", str(config)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         try:
             if _wait_ready(proc, f"https://{host}/v2/", cert, log, timeout):
                 yield Registry(host, username, password, cert)

@@ -16,21 +16,33 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from tests.image.conftest import CFS_IN_CONTAINER, tione_env
-from tests.image.containers import (EXPERIMENT, Node, Sandbox, assert_checkpoints_intact, checkpoint_folders,
-                                    complete_steps, saved_steps)
+from tests.image.containers import (
+    EXPERIMENT,
+    Node,
+    Sandbox,
+    assert_checkpoints_intact,
+    checkpoint_folders,
+    complete_steps,
+    saved_steps,
+)
 from tests.synthetic import make_assets_tree, make_checkpoint
 
 pytestmark = pytest.mark.image
 
 # A job slow enough to be interrupted mid-training (0.3 s a step, a save every 2 steps) and short enough to end
 # on its own if a fault is not delivered.
-SLOW_JOB = {"VLA_NUM_TRAIN_STEPS": "40", "VLA_SAVE_INTERVAL": "2", "VLA_LOG_INTERVAL": "1", "STANDIN_STEP_SECONDS": "0.3"}
+SLOW_JOB = {
+    "VLA_NUM_TRAIN_STEPS": "40",
+    "VLA_SAVE_INTERVAL": "2",
+    "VLA_LOG_INTERVAL": "1",
+    "STANDIN_STEP_SECONDS": "0.3",
+}
 
 
 @pytest.fixture
@@ -58,8 +70,10 @@ def record_of(cfs: Path, rank: int) -> dict:
 
 def tree_digest(root: Path) -> dict[str, str]:
     """Every file under `root` by relative path, with its sha256 (folders as 'dir')."""
-    return {str(p.relative_to(root)): ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
@@ -77,8 +91,10 @@ def test_sigterm_to_node0_reaches_every_worker_and_ends_both_nodes(sandbox, cfs)
     node0.container.kill(signal="SIGTERM")
     code0, code1 = node0.exit(60), node1.exit(180)
     took0, took1 = node0.seconds_since(start), node1.seconds_since(start)
-    print(f"\nSIGTERM to node 0: node 0 exited {code0} after {took0:.2f}s (grace period {grace}s); "
-          f"node 1 exited {code1} after {took1:.2f}s")
+    print(
+        f"\nSIGTERM to node 0: node 0 exited {code0} after {took0:.2f}s (grace period {grace}s); "
+        f"node 1 exited {code1} after {took1:.2f}s"
+    )
     out0 = node0.output
     assert code0 == 143, out0[-4000:]
     assert took0 < grace
@@ -139,8 +155,10 @@ def test_node1_killed_node0_does_not_hang(sandbox, cfs):
     node1.container.kill()  # SIGKILL to the whole container: the node is gone
     code = node0.exit(150)
     took = node0.seconds_since(start)
-    print(f"\nnode 1's container killed: node 0 exited {code} after {took:.2f}s; "
-          f"root cause: {record_of(cfs, 0)['outcome']['root_cause']}")
+    print(
+        f"\nnode 1's container killed: node 0 exited {code} after {took:.2f}s; "
+        f"root cause: {record_of(cfs, 0)['outcome']['root_cause']}"
+    )
     assert code != 0, node0.output[-4000:]
     assert took < 120
     assert_checkpoints_intact(cfs / EXPERIMENT, saved_steps(node0.output))
@@ -204,7 +222,9 @@ def test_read_only_checkpoint_storage_exits_3_before_launch(sandbox, cfs, what):
     if what == "whole-cfs":
         node = sandbox.start("ro", tione_env(), cfs, mode="ro")
     else:
-        node = sandbox.start("ro", tione_env(), cfs, mounts={str(cfs / "checkpoints"): (f"{CFS_IN_CONTAINER}/checkpoints", "ro")})
+        node = sandbox.start(
+            "ro", tione_env(), cfs, mounts={str(cfs / "checkpoints"): (f"{CFS_IN_CONTAINER}/checkpoints", "ro")}
+        )
     code = node.exit(60)
     took = node.seconds_since(start)
     out = node.output
@@ -217,6 +237,7 @@ def test_read_only_checkpoint_storage_exits_3_before_launch(sandbox, cfs, what):
     if what == "whole-cfs":
         assert after == before
     else:
+
         def outside_logs(state: dict) -> dict:
             return {k: v for k, v in state.items() if k.partition("/")[0] != "logs"}
 

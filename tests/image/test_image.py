@@ -18,8 +18,14 @@ EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
 
 def test_bake_file_resolves_without_a_daemon():
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock", "TAG": "v1"}
-    result = subprocess.run(["docker", "buildx", "bake", "--print", "openpi", "openpi-push", "openpi-standin"],
-                            cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        ["docker", "buildx", "bake", "--print", "openpi", "openpi-push", "openpi-standin"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     targets = json.loads(result.stdout)["target"]
     assert targets["openpi"]["tags"] == ["ccr.ccs.tencentyun.com/vla/vla-openpi:v1"]
     assert "attest" not in targets["openpi"] and "cache-to" not in targets["openpi"]
@@ -31,7 +37,13 @@ def test_image_metadata_and_size(docker_client, built_image):
     image = docker_client.images.get(built_image)
     base = docker_client.images.get(STANDIN_BASE)
     config = image.attrs["Config"]
-    assert config["Entrypoint"] == ["tini", "-g", "--", "/usr/local/lib/vla-entrypoint/base-entrypoint", "vla-entrypoint"]
+    assert config["Entrypoint"] == [
+        "tini",
+        "-g",
+        "--",
+        "/usr/local/lib/vla-entrypoint/base-entrypoint",
+        "vla-entrypoint",
+    ]
     assert config["Cmd"] == ["run"]
     labels = config["Labels"]
     for key in ("title", "version", "revision", "source", "created", "base.name"):
@@ -39,14 +51,24 @@ def test_image_metadata_and_size(docker_client, built_image):
     assert labels["org.opencontainers.image.base.name"] == STANDIN_BASE
     added = image.attrs["Size"] - base.attrs["Size"]
     layers = [layer for layer in image.history() if layer["Size"]][: len(image.history()) - len(base.history())]
-    package = next(layer for layer in layers if "pip install" in layer["CreatedBy"] and "--no-deps" in layer["CreatedBy"])
-    print(f"\nbytes the openpi target adds over its base: {added} (package layer {package['Size']}, "
-          f"largest layer {max(layer['Size'] for layer in layers)})")
+    package = next(
+        layer for layer in layers if "pip install" in layer["CreatedBy"] and "--no-deps" in layer["CreatedBy"]
+    )
+    print(
+        f"\nbytes the openpi target adds over its base: {added} (package layer {package['Size']}, "
+        f"largest layer {max(layer['Size'] for layer in layers)})"
+    )
     assert added < 16 * 1024 * 1024  # py-spy (~7 MB) is most of it
     assert package["Size"] < 2 * 1024 * 1024 and layers[0] is package  # the often-changed layer is last and small
-    check = run_container(docker_client, built_image, entrypoint=["sh", "-c"],
-                          command=["ls /root/.cache/pip 2>&1; test -f /workspace/openpi/install_transformers_replace.sh "
-                                   "&& python3 -c 'import transformers, pathlib; print(pathlib.Path(transformers.__file__).parent)'"])
+    check = run_container(
+        docker_client,
+        built_image,
+        entrypoint=["sh", "-c"],
+        command=[
+            "ls /root/.cache/pip 2>&1; test -f /workspace/openpi/install_transformers_replace.sh "
+            "&& python3 -c 'import transformers, pathlib; print(pathlib.Path(transformers.__file__).parent)'"
+        ],
+    )
     assert "No such file" in check.logs
     patched = check.stdout.strip().splitlines()[-1]
     probe = run_container(docker_client, built_image, entrypoint=["test", "-f", f"{patched}/models/siglip/check.py"])
@@ -62,7 +84,12 @@ def test_default_command_trains_with_one_mount(docker_client, built_image, cfs):
         assert {"model.safetensors", "optimizer.pt", "metadata.pt", "assets"} <= names
         assert (cfs / EXPERIMENT / step / "assets/physical-intelligence/libero/norm_stats.json").is_file()
     out = result.stdout
-    assert out.index("health check summary: PASS") < out.index("start command:") < out.index("transformers_replace already present") < out.index("step=0 ")
+    assert (
+        out.index("health check summary: PASS")
+        < out.index("start command:")
+        < out.index("transformers_replace already present")
+        < out.index("step=0 ")
+    )
     assert "== NGC-style entrypoint hook ran ==" in result.stderr
     (log,) = (cfs / "logs").glob("pi05_libero_pytorch-node0-*.log")
     record = json.loads(log.with_suffix(".json").read_text())
@@ -82,8 +109,12 @@ def test_restarted_job_resumes(docker_client, built_image, cfs):
 
 
 def test_seed_four_mount_layout(docker_client, built_image, cfs):
-    mounts = {str(cfs): CFS_IN_CONTAINER, str(cfs / "checkpoints"): "/workspace/openpi/checkpoints",
-              str(cfs / "assets"): "/workspace/openpi/assets", str(cfs / "code"): "/workspace/openpi/code"}
+    mounts = {
+        str(cfs): CFS_IN_CONTAINER,
+        str(cfs / "checkpoints"): "/workspace/openpi/checkpoints",
+        str(cfs / "assets"): "/workspace/openpi/assets",
+        str(cfs / "code"): "/workspace/openpi/code",
+    }
     env = tione_env(per_node=1, VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="2")
     result = run_container(docker_client, built_image, env=env, mounts=mounts)
     assert result.code == 0, result.logs
@@ -101,22 +132,30 @@ def test_missing_assets_exit_3_quickly_and_write_no_checkpoint(docker_client, bu
 
 
 def test_plan_and_check_in_the_container(docker_client, built_image, cfs):
-    plan = run_container(docker_client, built_image, command=["plan", "--json"], env=tione_env(nodes=2, rank=1, master="node0"),
-                         mounts={str(cfs): CFS_IN_CONTAINER})
+    plan = run_container(
+        docker_client,
+        built_image,
+        command=["plan", "--json"],
+        env=tione_env(nodes=2, rank=1, master="node0"),
+        mounts={str(cfs): CFS_IN_CONTAINER},
+    )
     assert plan.code == 0, plan.logs
     data = json.loads(plan.stdout)
     assert (data["topology"]["nnodes"], data["topology"]["node_rank"], data["topology"]["nproc_per_node"]) == (2, 1, 2)
     assert data["command"][0].endswith("torchrun")
     assert "== NGC-style entrypoint hook ran ==" in plan.stderr
-    check = run_container(docker_client, built_image, command=["check"], env=tione_env(), mounts={str(cfs): CFS_IN_CONTAINER})
+    check = run_container(
+        docker_client, built_image, command=["check"], env=tione_env(), mounts={str(cfs): CFS_IN_CONTAINER}
+    )
     assert check.code == 0 and "health check summary: PASS" in check.stdout
     assert not (cfs / "checkpoints/pi05_libero").exists() and not list((cfs / "logs").iterdir())
 
 
 def test_sigterm_stops_workers_and_exits_143(docker_client, built_image, cfs):
     env = tione_env(per_node=2, STANDIN_STEP_SECONDS="0.5", VLA_GRACE_PERIOD="10")
-    container = docker_client.containers.run(built_image, environment=env, detach=True,
-                                             volumes={str(cfs): {"bind": CFS_IN_CONTAINER, "mode": "rw"}})
+    container = docker_client.containers.run(
+        built_image, environment=env, detach=True, volumes={str(cfs): {"bind": CFS_IN_CONTAINER, "mode": "rw"}}
+    )
     try:
         seen = b""
         for chunk in container.logs(stream=True, follow=True):  # synchronise on training output, not on time
@@ -137,11 +176,22 @@ def test_sigterm_stops_workers_and_exits_143(docker_client, built_image, cfs):
 
 
 def test_preflight_measures_allreduce_on_cpu(docker_client, built_image, cfs):
-    result = run_container(docker_client, built_image, command=["preflight", "--json"], env=tione_env(per_node=2),
-                           mounts={str(cfs): CFS_IN_CONTAINER})
+    result = run_container(
+        docker_client,
+        built_image,
+        command=["preflight", "--json"],
+        env=tione_env(per_node=2),
+        mounts={str(cfs): CFS_IN_CONTAINER},
+    )
     assert result.code == 0, result.logs
     data = json.loads(result.stdout)
     assert data["status"] == "passed" and [r["bytes"] for r in data["results"]] == [64 << 10, 1 << 20, 8 << 20]
     assert all(r["median_gbps"] > 0 for r in data["results"])
-    text = run_container(docker_client, built_image, command=["preflight"], env=tione_env(per_node=1), mounts={str(cfs): CFS_IN_CONTAINER})
+    text = run_container(
+        docker_client,
+        built_image,
+        command=["preflight"],
+        env=tione_env(per_node=1),
+        mounts={str(cfs): CFS_IN_CONTAINER},
+    )
     assert text.code == 0 and "single GPU has no peers" in text.stdout

@@ -15,14 +15,14 @@ import subprocess
 import sys
 import tarfile
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
 
-import docker
 import docker.errors
 import pytest
 
+import docker
 from tests.image.registry import Registry, free_port, running_registry
 
 pytestmark = pytest.mark.image
@@ -88,8 +88,9 @@ def make_image(client: docker.DockerClient) -> Iterator[Callable[..., str]]:
             pass
 
 
-def run_script(args: list[str], home: Path, env: dict[str, str],
-               stdin: str = "") -> tuple[list[str], subprocess.CompletedProcess[str]]:
+def run_script(
+    args: list[str], home: Path, env: dict[str, str], stdin: str = ""
+) -> tuple[list[str], subprocess.CompletedProcess[str]]:
     """Run the script as a user would, with HOME at `home` so ~/.docker/config.json is ours to inspect."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("TCR_USERNAME", "TCR_PASSWORD", "DOCKER_CONFIG")}
     full_env.update(HOME=str(home), PYTHONIOENCODING="utf-8", **env)
@@ -105,8 +106,9 @@ def assert_secret_absent(secret: str, argv: list[str], done: subprocess.Complete
     assert not (home / ".docker").exists()
 
 
-def test_push_prints_digests_and_pulls_back(registry: Registry, make_image: Callable[..., str],
-                                            client: docker.DockerClient, tmp_path: Path) -> None:
+def test_push_prints_digests_and_pulls_back(
+    registry: Registry, make_image: Callable[..., str], client: docker.DockerClient, tmp_path: Path
+) -> None:
     refs = [f"{registry.host}/ns/tiny:v1", f"{registry.host}/ns/tiny:latest"]
     image_id = make_image(*refs)
     argv, done = run_script(refs, tmp_path, {"TCR_USERNAME": USER, "TCR_PASSWORD": registry.password})
@@ -130,8 +132,9 @@ def test_push_prints_digests_and_pulls_back(registry: Registry, make_image: Call
 
 
 @pytest.mark.parametrize("source", ["env", "stdin"])
-def test_wrong_password_fails_without_echoing_it(source: str, registry: Registry, make_image: Callable[..., str],
-                                                 tmp_path: Path) -> None:
+def test_wrong_password_fails_without_echoing_it(
+    source: str, registry: Registry, make_image: Callable[..., str], tmp_path: Path
+) -> None:
     planted = f"planted-{uuid.uuid4().hex}"
     ref = f"{registry.host}/ns/tiny:wrong-{source}"
     make_image(ref)
@@ -176,28 +179,38 @@ def test_unknown_local_image_is_bad_input(tmp_path: Path) -> None:
 OK_REF = "ccr.ccs.tencentyun.com/my-ns/vla-openpi:v1"
 
 
-@pytest.mark.parametrize(("argv", "env", "stdin", "message_id"), [
-    pytest.param([OK_REF], {"TCR_USERNAME": USER}, "", "password-missing", id="no-password"),
-    pytest.param([OK_REF], {"TCR_USERNAME": USER, "TCR_PASSWORD": ""}, "", "password-missing", id="empty-password"),
-    pytest.param(["--password-stdin", OK_REF], {"TCR_USERNAME": USER}, "\n", "password-missing", id="empty-stdin"),
-    pytest.param([OK_REF], {"TCR_PASSWORD": "x"}, "", "username-missing", id="no-username"),
-    pytest.param(["-p", "planted-argv-secret", OK_REF], {"TCR_USERNAME": USER}, "", "password-argv",
-                 id="password-in-argv"),
-    pytest.param(["ccr.ccs.tencentyun.com/a/img:v1"], {}, "", "ref-namespace", id="namespace-too-short"),
-    pytest.param([f"ccr.ccs.tencentyun.com/{'n' * 31}/img:v1"], {}, "", "ref-namespace", id="namespace-too-long"),
-    pytest.param(["ccr.ccs.tencentyun.com/-ns/img:v1"], {}, "", "ref-namespace", id="namespace-leading-separator"),
-    pytest.param(["ccr.ccs.tencentyun.com/ns./img:v1"], {}, "", "ref-namespace", id="namespace-trailing-separator"),
-    pytest.param(["ccr.ccs.tencentyun.com/n_-s/img:v1"], {}, "", "ref-namespace", id="namespace-double-separator"),
-    pytest.param(["ccr.ccs.tencentyun.com/My-NS/img:v1"], {}, "", "ref-namespace", id="namespace-uppercase"),
-    pytest.param(["ccr.ccs.tencentyun.com/img:v1"], {}, "", "ref-namespace", id="namespace-missing"),
-    pytest.param(["my-ns/img:v1"], {}, "", "ref-registry", id="registry-missing"),
-    pytest.param(["ccr.ccs.tencentyun.com/my-ns/img"], {}, "", "ref-tag", id="tag-missing"),
-    pytest.param(["ccr.ccs.tencentyun.com/my-ns/img:-v1"], {}, "", "ref-tag", id="tag-invalid"),
-    pytest.param([f"ccr.ccs.tencentyun.com/my-ns/img@sha256:{'0' * 64}"], {}, "", "ref-digest", id="digest"),
-    pytest.param(["ccr.ccs.tencentyun.com/my-ns/Img:v1"], {}, "", "ref-repository", id="repository-uppercase"),
-])
-def test_bad_input_exits_2(argv: list[str], env: dict[str, str], stdin: str, message_id: str,
-                           monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "env", "stdin", "message_id"),
+    [
+        pytest.param([OK_REF], {"TCR_USERNAME": USER}, "", "password-missing", id="no-password"),
+        pytest.param([OK_REF], {"TCR_USERNAME": USER, "TCR_PASSWORD": ""}, "", "password-missing", id="empty-password"),
+        pytest.param(["--password-stdin", OK_REF], {"TCR_USERNAME": USER}, "\n", "password-missing", id="empty-stdin"),
+        pytest.param([OK_REF], {"TCR_PASSWORD": "x"}, "", "username-missing", id="no-username"),
+        pytest.param(
+            ["-p", "planted-argv-secret", OK_REF], {"TCR_USERNAME": USER}, "", "password-argv", id="password-in-argv"
+        ),
+        pytest.param(["ccr.ccs.tencentyun.com/a/img:v1"], {}, "", "ref-namespace", id="namespace-too-short"),
+        pytest.param([f"ccr.ccs.tencentyun.com/{'n' * 31}/img:v1"], {}, "", "ref-namespace", id="namespace-too-long"),
+        pytest.param(["ccr.ccs.tencentyun.com/-ns/img:v1"], {}, "", "ref-namespace", id="namespace-leading-separator"),
+        pytest.param(["ccr.ccs.tencentyun.com/ns./img:v1"], {}, "", "ref-namespace", id="namespace-trailing-separator"),
+        pytest.param(["ccr.ccs.tencentyun.com/n_-s/img:v1"], {}, "", "ref-namespace", id="namespace-double-separator"),
+        pytest.param(["ccr.ccs.tencentyun.com/My-NS/img:v1"], {}, "", "ref-namespace", id="namespace-uppercase"),
+        pytest.param(["ccr.ccs.tencentyun.com/img:v1"], {}, "", "ref-namespace", id="namespace-missing"),
+        pytest.param(["my-ns/img:v1"], {}, "", "ref-registry", id="registry-missing"),
+        pytest.param(["ccr.ccs.tencentyun.com/my-ns/img"], {}, "", "ref-tag", id="tag-missing"),
+        pytest.param(["ccr.ccs.tencentyun.com/my-ns/img:-v1"], {}, "", "ref-tag", id="tag-invalid"),
+        pytest.param([f"ccr.ccs.tencentyun.com/my-ns/img@sha256:{'0' * 64}"], {}, "", "ref-digest", id="digest"),
+        pytest.param(["ccr.ccs.tencentyun.com/my-ns/Img:v1"], {}, "", "ref-repository", id="repository-uppercase"),
+    ],
+)
+def test_bad_input_exits_2(
+    argv: list[str],
+    env: dict[str, str],
+    stdin: str,
+    message_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Rejected before the Docker engine is contacted: exit 2, bilingual message, no secret echoed."""
     for name in ("TCR_USERNAME", "TCR_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
@@ -210,12 +223,15 @@ def test_bad_input_exits_2(argv: list[str], env: dict[str, str], stdin: str, mes
     assert "planted-argv-secret" not in err
 
 
-@pytest.mark.parametrize("text", [
-    OK_REF,
-    "ccr.ccs.tencentyun.com/my.ns_1-x/vla-openpi:2026.12-rc_1",
-    "myinstance.tencentcloudcr.com/team/vla/openpi:v1",
-    "localhost:5000/ns/tiny:v1",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        OK_REF,
+        "ccr.ccs.tencentyun.com/my.ns_1-x/vla-openpi:2026.12-rc_1",
+        "myinstance.tencentcloudcr.com/team/vla/openpi:v1",
+        "localhost:5000/ns/tiny:v1",
+    ],
+)
 def test_valid_references_parse(text: str) -> None:
     assert str(push_image.parse_reference(text)) == text
 
@@ -232,15 +248,27 @@ PUSH_CHUNKS = [
 ]
 
 
-@pytest.mark.parametrize(("tty", "chunks", "expected"), [
-    pytest.param(False, PUSH_CHUNKS, "r/ns/img:v1: 0/1 layers, 0 B\n"
-                                     "  layer bbb: Layer already exists\n"
-                                     "  layer aaa: Pushed\n"
-                                     "r/ns/img:v1: 2/2 layers, 1.0 KiB / 1.0 KiB (100%)\n", id="plain"),
-    pytest.param(False, PUSH_CHUNKS[:2], "r/ns/img:v1: 0/1 layers, 0 B\n", id="plain-unchanged-at-close"),
-    pytest.param(True, PUSH_CHUNKS, "\rr/ns/img:v1: 0/1 layers, 0 B\x1b[K"
-                                    "\rr/ns/img:v1: 2/2 layers, 1.0 KiB / 1.0 KiB (100%)\x1b[K\n", id="tty"),
-])
+@pytest.mark.parametrize(
+    ("tty", "chunks", "expected"),
+    [
+        pytest.param(
+            False,
+            PUSH_CHUNKS,
+            "r/ns/img:v1: 0/1 layers, 0 B\n"
+            "  layer bbb: Layer already exists\n"
+            "  layer aaa: Pushed\n"
+            "r/ns/img:v1: 2/2 layers, 1.0 KiB / 1.0 KiB (100%)\n",
+            id="plain",
+        ),
+        pytest.param(False, PUSH_CHUNKS[:2], "r/ns/img:v1: 0/1 layers, 0 B\n", id="plain-unchanged-at-close"),
+        pytest.param(
+            True,
+            PUSH_CHUNKS,
+            "\rr/ns/img:v1: 0/1 layers, 0 B\x1b[K\rr/ns/img:v1: 2/2 layers, 1.0 KiB / 1.0 KiB (100%)\x1b[K\n",
+            id="tty",
+        ),
+    ],
+)
 def test_progress_aggregates_layer_bytes(tty: bool, chunks: list[dict[str, object]], expected: str) -> None:
     """The clock stands still, so only the first update and the closing line are drawn, plus plain layer events."""
     out = io.StringIO()

@@ -10,8 +10,8 @@ import os
 import re
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -32,17 +32,26 @@ def sandbox(docker_client, built_image) -> Iterator[Sandbox]:
 
 def files_text(root: Path) -> dict[str, str]:
     """Every file under `root` (node logs, start-up records, error files, NCCL logs), by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes().decode("utf-8", "replace") for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes().decode("utf-8", "replace")
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_planted_secrets_never_reach_logs_records_or_plan(sandbox, cfs):
     tag = uuid.uuid4().hex[:12]
-    container_secrets = {"HF_TOKEN": f"plantedtoken-{tag}", "MY_SECRET_KEY": f"plantedkey-{tag}",
-                         "VLA_HUB_TOKEN": f"plantedvla-{tag}"}  # the last: an unknown VLA_ variable, reported by name
+    container_secrets = {
+        "HF_TOKEN": f"plantedtoken-{tag}",
+        "MY_SECRET_KEY": f"plantedkey-{tag}",
+        "VLA_HUB_TOKEN": f"plantedvla-{tag}",
+    }  # the last: an unknown VLA_ variable, reported by name
     job_secret = f"plantedwandb-{tag}"
     (cfs / "code" / "job.yaml").write_text(f"env:\n  WANDB_API_KEY: {job_secret}\n")
     planted = [*container_secrets.values(), job_secret]
-    env = tione_env(per_node=1, VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="2", STANDIN_STEP_SECONDS="0.3", **container_secrets)
+    env = tione_env(
+        per_node=1, VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="2", STANDIN_STEP_SECONDS="0.3", **container_secrets
+    )
 
     run = sandbox.start("run", env, cfs)
     run.wait_for(r"step=0 ")
@@ -50,11 +59,15 @@ def test_planted_secrets_never_reach_logs_records_or_plan(sandbox, cfs):
     code, environ = run.exec(["cat", f"/proc/{worker}/environ"])
     assert code == 0
     training_env = dict(item.partition("=")[::2] for item in environ.split("\0") if item)
-    assert training_env["WANDB_API_KEY"] == job_secret and training_env["HF_TOKEN"] == container_secrets["HF_TOKEN"]  # masked in output only
+    assert (
+        training_env["WANDB_API_KEY"] == job_secret and training_env["HF_TOKEN"] == container_secrets["HF_TOKEN"]
+    )  # masked in output only
     assert run.exit(120) == 0, run.output[-3000:]
 
-    inspections = {args: sandbox.start(args.replace(" ", "-").replace("--", ""), env, cfs, command=args.split())
-                   for args in ("plan --json", "plan", "check --json", "check")}
+    inspections = {
+        args: sandbox.start(args.replace(" ", "-").replace("--", ""), env, cfs, command=args.split())
+        for args in ("plan --json", "plan", "check --json", "check")
+    }
     outputs = {"run stdout": run.stdout(), "run stderr": run.stderr()}
     for args, node in inspections.items():
         assert node.exit(60) == 0, node.output[-3000:]
@@ -76,12 +89,20 @@ def test_planted_secrets_never_reach_logs_records_or_plan(sandbox, cfs):
 
 def _planted_credentials() -> dict[str, str]:
     tag = uuid.uuid4().hex[:12]
-    return {"TCR_USERNAME": f"plantedtcruser-{tag}", "TCR_PASSWORD": f"plantedtcr-{tag}",
-            "DOCKER_PASSWORD": f"planteddocker-{tag}", "REGISTRY_TOKEN": f"plantedregistry-{tag}"}
+    return {
+        "TCR_USERNAME": f"plantedtcruser-{tag}",
+        "TCR_PASSWORD": f"plantedtcr-{tag}",
+        "DOCKER_PASSWORD": f"planteddocker-{tag}",
+        "REGISTRY_TOKEN": f"plantedregistry-{tag}",
+    }
 
 
 def _secret_looking_env(config: dict) -> list[str]:
-    return [item for item in config.get("Env") or [] if SECRET_NAME.search(item.partition("=")[0]) and item.partition("=")[2]]
+    return [
+        item
+        for item in config.get("Env") or []
+        if SECRET_NAME.search(item.partition("=")[0]) and item.partition("=")[2]
+    ]
 
 
 def _scan_saved_image(client, ref: str, needles: list[bytes]) -> tuple[set[bytes], int]:
@@ -104,22 +125,38 @@ def test_build_takes_in_no_registry_credentials(docker_client, built_image, sand
     secret-looking variable."""
     image = docker_client.images.get(built_image)
     assert not _secret_looking_env(image.attrs["Config"]), image.attrs["Config"]["Env"]
-    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", built_image],
-                             capture_output=True, text=True, check=True).stdout
+    history = subprocess.run(
+        ["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", built_image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert not re.search(r"docker login|--password|TCR_PASSWORD|\.docker/config\.json", history), history
     credentials = _planted_credentials()
     env = {**os.environ, **credentials}
-    resolved = subprocess.run(["docker", "buildx", "bake", "--print", "openpi", "openpi-push", "openpi-standin"],
-                              cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    resolved = subprocess.run(
+        ["docker", "buildx", "bake", "--print", "openpi", "openpi-push", "openpi-standin"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert not [v for v in credentials.values() if v in resolved], resolved
 
     ref = f"vla-entrypoint/openpi-standin:credcheck-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["docker", "buildx", "bake", "--progress", "quiet", "--set", f"openpi-standin.tags={ref}", "openpi-standin"],
-                   cwd=REPO, env=env, check=True)
+    subprocess.run(
+        ["docker", "buildx", "bake", "--progress", "quiet", "--set", f"openpi-standin.tags={ref}", "openpi-standin"],
+        cwd=REPO,
+        env=env,
+        check=True,
+    )
     try:
         image = docker_client.images.get(ref)
         inspect = json.dumps(image.attrs)
-        history = subprocess.run(["docker", "history", "--no-trunc", ref], capture_output=True, text=True, check=True).stdout
+        history = subprocess.run(
+            ["docker", "history", "--no-trunc", ref], capture_output=True, text=True, check=True
+        ).stdout
         for where, text in (("docker inspect", inspect), ("docker history", history)):
             assert not [v for v in credentials.values() if v in text], where
         assert not _secret_looking_env(image.attrs["Config"])
@@ -169,7 +206,9 @@ def test_image_adds_no_listening_service(docker_client, built_image, cfs, sandbo
     assert entrypoint[-1] == "vla-entrypoint"
     # the image's own entrypoint chain (tini, the NGC hooks), ending in a probe that runs `check` and reads the
     # container's socket tables before and throughout it
-    node = sandbox.start("listeners", tione_env(), cfs, command=["python3", "-c", LISTENERS], entrypoint=entrypoint[:-1])
+    node = sandbox.start(
+        "listeners", tione_env(), cfs, command=["python3", "-c", LISTENERS], entrypoint=entrypoint[:-1]
+    )
     assert node.exit(60) == 0, node.output
     result = json.loads(node.stdout().strip().splitlines()[-1])
     print(f"\nlistening sockets: before {result['before']}, during check {result['during']} ({result['polls']} polls)")

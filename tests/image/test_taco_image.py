@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.download import sha256_of
-from entrypoint.taco_summary import parse_summary
+from entrypoint.net.download import sha256_of
+from entrypoint.taco.summary import parse_summary
 from tests.image.conftest import CFS_IN_CONTAINER, REPO, STANDIN_BASE, run_container, tione_env
 from tests.synthetic import make_assets_tree
 from tests.taco.build_wheel import CP312, build_wheel
@@ -29,8 +29,13 @@ def bake_taco(wheel_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TACO_WHEEL_DIR": str(wheel_dir)}
     outputs = []
     for target in ("taco-wheel-standin", "openpi-taco-standin"):
-        result = subprocess.run(["docker", "buildx", "bake", "--progress", "plain", target], cwd=REPO, env=env,
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["docker", "buildx", "bake", "--progress", "plain", target],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         outputs.append(result.stdout + result.stderr)
         if result.returncode != 0:
             break
@@ -40,8 +45,16 @@ def bake_taco(wheel_dir: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def standin_tag(docker_client, built_image) -> str:
     """The stand-in's python3 tag in the real wheel's style, e.g. cp313-cp313-linux_x86_64."""
-    done = run_container(docker_client, STANDIN_BASE, ["-m", "tests.taco.build_wheel", "--print-tag"], entrypoint=["python3"],
-                         env={"PYTHONDONTWRITEBYTECODE": "1"}, mounts={str(REPO): "/src"}, working_dir="/src", timeout=60)
+    done = run_container(
+        docker_client,
+        STANDIN_BASE,
+        ["-m", "tests.taco.build_wheel", "--print-tag"],
+        entrypoint=["python3"],
+        env={"PYTHONDONTWRITEBYTECODE": "1"},
+        mounts={str(REPO): "/src"},
+        working_dir="/src",
+        timeout=60,
+    )
     assert done.code == 0, done.logs
     return done.stdout.strip().splitlines()[-1]
 
@@ -50,7 +63,9 @@ def standin_tag(docker_client, built_image) -> str:
 def taco_image(tmp_path_factory, standin_tag) -> tuple[str, Path, str]:
     """(image, wheel, build output): openpi-taco-standin baked with a stand-in wheel for the stand-in's Python (a fresh
     version each run, so the step runs instead of coming from the build cache)."""
-    wheel = build_wheel(tmp_path_factory.mktemp("taco-context"), standin_tag, version=f"0.1.0+standin.{uuid.uuid4().hex[:8]}")
+    wheel = build_wheel(
+        tmp_path_factory.mktemp("taco-context"), standin_tag, version=f"0.1.0+standin.{uuid.uuid4().hex[:8]}"
+    )
     result = bake_taco(wheel.parent)
     assert result.returncode == 0, result.stdout
     return TACO_IMAGE, wheel, result.stdout
@@ -60,10 +75,18 @@ def test_the_wheel_is_baked_with_its_record_and_no_cache(docker_client, taco_ima
     image, wheel, output = taco_image
     digest = sha256_of(wheel)
     assert f"TACO baked: {wheel.name} (sha256 {digest}) into /opt/taco-train:" in output
-    done = run_container(docker_client, image, ["-c", "cat /opt/taco-train/WHEEL.json; echo ====; "
-                                                      "ls /opt/taco-train/taco_train/prelude; "
-                                                      "find / -xdev -name 'taco_train-*.whl' -print; ls /root/.cache/pip 2>&1 | head -1"],
-                         entrypoint=["sh"], timeout=60)
+    done = run_container(
+        docker_client,
+        image,
+        [
+            "-c",
+            "cat /opt/taco-train/WHEEL.json; echo ====; "
+            "ls /opt/taco-train/taco_train/prelude; "
+            "find / -xdev -name 'taco_train-*.whl' -print; ls /root/.cache/pip 2>&1 | head -1",
+        ],
+        entrypoint=["sh"],
+        timeout=60,
+    )
     assert done.code == 0, done.logs
     record, listing = done.stdout.split("====\n", 1)
     assert json.loads(record) == {"file": wheel.name, "sha256": digest}
@@ -74,11 +97,15 @@ def test_the_wheel_is_baked_with_its_record_and_no_cache(docker_client, taco_ima
     print(f"\nTACO layer: {layer['Size']} bytes ({wheel.name})")
 
 
-@pytest.mark.parametrize("content, message", [
-    ("cp312", f"is tagged {CP312}, but this image's python3 is CPython 3.13"),
-    ("none", "the build context 'taco' must hold exactly one taco_train-*.whl; it holds nothing"),
-    ("two", "must hold exactly one taco_train-*.whl; it holds taco_train-"),
-], ids=["wrong-tag", "no-wheel", "two-wheels"])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("cp312", f"is tagged {CP312}, but this image's python3 is CPython 3.13"),
+        ("none", "the build context 'taco' must hold exactly one taco_train-*.whl; it holds nothing"),
+        ("two", "must hold exactly one taco_train-*.whl; it holds taco_train-"),
+    ],
+    ids=["wrong-tag", "no-wheel", "two-wheels"],
+)
 def test_a_bad_wheel_fails_the_build_clearly(tmp_path, taco_image, standin_tag, content, message):
     if content == "cp312":
         build_wheel(tmp_path, CP312)
@@ -92,7 +119,9 @@ def test_a_bad_wheel_fails_the_build_clearly(tmp_path, taco_image, standin_tag, 
 
 def test_plan_reports_the_baked_wheel(docker_client, taco_image, cfs):
     """NEEDS: plan --json with `taco` (lead's wiring in plan.py)."""
-    done = run_container(docker_client, taco_image[0], ["plan", "--json"], env=tione_env(), mounts={str(cfs): CFS_IN_CONTAINER})
+    done = run_container(
+        docker_client, taco_image[0], ["plan", "--json"], env=tione_env(), mounts={str(cfs): CFS_IN_CONTAINER}
+    )
     assert done.code == 0, done.logs
     plan = json.loads(done.stdout)
     assert plan["taco"]["status"] == "baked" and plan["taco"]["wheel"] == taco_image[1].name
@@ -113,11 +142,27 @@ def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
     containers = []
     try:
         for rank, name in enumerate(names):
-            env = tione_env(nodes=2, per_node=2, rank=rank, master=names[0], NODE_LIST=f"{names[0]}:2,{names[1]}:2",
-                            VLA_TACO="on", VLA_NUM_WORKERS="2", TACO_STANDIN_MARKS=f"{CFS_IN_CONTAINER}/taco-marks.jsonl")
-            containers.append(docker_client.containers.run(taco_image[0], environment=env, name=name, hostname=name,
-                                                           network=network.name, detach=True,
-                                                           volumes={str(cfs): {"bind": CFS_IN_CONTAINER, "mode": "rw"}}))
+            env = tione_env(
+                nodes=2,
+                per_node=2,
+                rank=rank,
+                master=names[0],
+                NODE_LIST=f"{names[0]}:2,{names[1]}:2",
+                VLA_TACO="on",
+                VLA_NUM_WORKERS="2",
+                TACO_STANDIN_MARKS=f"{CFS_IN_CONTAINER}/taco-marks.jsonl",
+            )
+            containers.append(
+                docker_client.containers.run(
+                    taco_image[0],
+                    environment=env,
+                    name=name,
+                    hostname=name,
+                    network=network.name,
+                    detach=True,
+                    volumes={str(cfs): {"bind": CFS_IN_CONTAINER, "mode": "rw"}},
+                )
+            )
         codes = [c.wait(timeout=600)["StatusCode"] for c in containers]
         logs = [c.logs().decode() for c in containers]
     finally:
@@ -131,9 +176,15 @@ def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
     assert {m["host"] for m in ranks} == set(names) and all(m["applied"] == ["tf32"] for m in ranks)
     rank_pids = {m["pid"] for m in ranks}
     workers = [m for m in marks if m["rank"] is not None and m["pid"] not in rank_pids]
-    assert len(workers) >= 4 * 2 and all(m["applied"] == ["tf32"] for m in workers), marks  # 2 DataLoader workers per rank
+    assert len(workers) >= 4 * 2 and all(m["applied"] == ["tf32"] for m in workers), (
+        marks
+    )  # 2 DataLoader workers per rank
     summary = parse_summary(logs[0])
-    assert summary is not None and summary["tf32"] == "applied ×1" and summary["openpi_compile"] == "n/a (openpi not installed)"
+    assert (
+        summary is not None
+        and summary["tf32"] == "applied ×1"
+        and summary["openpi_compile"] == "n/a (openpi not installed)"
+    )
     assert parse_summary(logs[1]) is None
     assert "TACO: PARTIAL — 1 of 3 requested feature(s) applied: tf32 applied ×1" in logs[0]
     for rank in (0, 1):

@@ -37,8 +37,12 @@ def docker_cleanup() -> list[str]:
 
 
 def test_two_node_job(two_node_cfs, docker_services, docker_compose_project_name, docker_client):
-    containers = {c.labels["com.docker.compose.service"]: c for c in docker_client.containers.list(
-        all=True, filters={"label": f"com.docker.compose.project={docker_compose_project_name}"})}
+    containers = {
+        c.labels["com.docker.compose.service"]: c
+        for c in docker_client.containers.list(
+            all=True, filters={"label": f"com.docker.compose.project={docker_compose_project_name}"}
+        )
+    }
     assert set(containers) == {"node0", "node1"}
     codes = {name: c.wait(timeout=600)["StatusCode"] for name, c in containers.items()}
     logs = {name: c.logs().decode() for name, c in containers.items()}

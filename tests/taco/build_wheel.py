@@ -36,23 +36,33 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(outdir: Path, tag: str | None = None, version: str = VERSION, sitecustomize: str | None = None,
-                payload_bytes: int = 0) -> Path:
+def build_wheel(
+    outdir: Path,
+    tag: str | None = None,
+    version: str = VERSION,
+    sitecustomize: str | None = None,
+    payload_bytes: int = 0,
+) -> Path:
     """Write `taco_train-<version>-<tag>.whl` into `outdir` and return its path. `sitecustomize` replaces the prelude;
     `payload_bytes` adds `taco_train/_payload.bin` of random bytes, to give the wheel a realistic size (benchmarks)."""
     tag = tag or interpreter_tag()
     dist_info = f"taco_train-{version}.dist-info"
     files = {
         "taco_train/__init__.py": f'"""STAND-IN taco_train (tests only)."""\n__version__ = "{version}"\n',
-        "taco_train/prelude/sitecustomize.py": sitecustomize if sitecustomize is not None else PRELUDE.read_text(encoding="utf-8"),
+        "taco_train/prelude/sitecustomize.py": sitecustomize
+        if sitecustomize is not None
+        else PRELUDE.read_text(encoding="utf-8"),
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: taco_train\nVersion: {version}\nSummary: stand-in (tests only)\n",
         f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests.taco.build_wheel\nRoot-Is-Purelib: false\n"
-                              + "".join(f"Tag: {t}\n" for t in sorted(str(t) for t in parse_tag(tag))),
+        + "".join(f"Tag: {t}\n" for t in sorted(str(t) for t in parse_tag(tag))),
     }
     blobs = {name: text.encode("utf-8") for name, text in files.items()}
     if payload_bytes:
         blobs["taco_train/_payload.bin"] = os.urandom(payload_bytes)
-    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in blobs.items()) + f"{dist_info}/RECORD,,\n"
+    record = (
+        "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in blobs.items())
+        + f"{dist_info}/RECORD,,\n"
+    )
     blobs[f"{dist_info}/RECORD"] = record.encode("utf-8")
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / f"taco_train-{version}-{tag}.whl"
@@ -65,7 +75,9 @@ def build_wheel(outdir: Path, tag: str | None = None, version: str = VERSION, si
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m tests.taco.build_wheel", description=__doc__.split("\n\n")[0])
     parser.add_argument("outdir", nargs="?", type=Path, help="folder to write the wheel into")
-    parser.add_argument("--tag", help=f"wheel tag (default: this interpreter's, e.g. {interpreter_tag()}; the real one is {CP312})")
+    parser.add_argument(
+        "--tag", help=f"wheel tag (default: this interpreter's, e.g. {interpreter_tag()}; the real one is {CP312})"
+    )
     parser.add_argument("--version", default=VERSION)
     parser.add_argument("--print-tag", action="store_true", help="print this interpreter's tag and exit")
     args = parser.parse_args(argv)

@@ -19,13 +19,40 @@ import socket
 import sys
 
 _DOCUMENTED = (
-    "openpi_compile", "openpi_sdpa", "openpi_skip_outer_checkpoint",
-    "tf32", "compile", "cudnn_benchmark", "dataloader", "cuda_prefetch", "thread_affinity", "gc_tuning", "memory",
-    "fused_adamw", "split_k_batchnorm", "ulimit",
-    "wan_disable_addmm", "wan_compile", "wan_vae_chunk", "wan_fused_padcat", "wan_rope_f32", "wan_rmsnorm",
+    "openpi_compile",
+    "openpi_sdpa",
+    "openpi_skip_outer_checkpoint",
+    "tf32",
+    "compile",
+    "cudnn_benchmark",
+    "dataloader",
+    "cuda_prefetch",
+    "thread_affinity",
+    "gc_tuning",
+    "memory",
+    "fused_adamw",
+    "split_k_batchnorm",
+    "ulimit",
+    "wan_disable_addmm",
+    "wan_compile",
+    "wan_vae_chunk",
+    "wan_fused_padcat",
+    "wan_rope_f32",
+    "wan_rmsnorm",
 )
-_GENERIC = ("tf32", "compile", "cudnn_benchmark", "dataloader", "cuda_prefetch", "thread_affinity", "gc_tuning", "memory",
-            "fused_adamw", "split_k_batchnorm", "ulimit")
+_GENERIC = (
+    "tf32",
+    "compile",
+    "cudnn_benchmark",
+    "dataloader",
+    "cuda_prefetch",
+    "thread_affinity",
+    "gc_tuning",
+    "memory",
+    "fused_adamw",
+    "split_k_batchnorm",
+    "ulimit",
+)
 _AUTO = ("tf32", "cudnn_benchmark", "gc_tuning")
 _PID = os.getpid()
 
@@ -35,7 +62,7 @@ def _requested():
         return list(_DOCUMENTED)
     names = []
     for name in os.environ.get("TACO_TRAIN_FEATURES", "auto").split(","):
-        for one in (_AUTO if name.strip() == "auto" else (name.strip(),)):
+        for one in _AUTO if name.strip() == "auto" else (name.strip(),):
             if one and one not in names:
                 names.append(one)
     return names
@@ -59,8 +86,20 @@ def _mark(role):
     path = os.environ.get("TACO_STANDIN_MARKS")
     if not path:
         return
-    line = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid(), "rank": os.environ.get("RANK"),
-                       "local_rank": os.environ.get("LOCAL_RANK"), "role": role, "applied": _APPLIED}) + "\n"
+    line = (
+        json.dumps(
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "ppid": os.getppid(),
+                "rank": os.environ.get("RANK"),
+                "local_rank": os.environ.get("LOCAL_RANK"),
+                "role": role,
+                "applied": _APPLIED,
+            }
+        )
+        + "\n"
+    )
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         os.write(fd, line.encode())

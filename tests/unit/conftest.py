@@ -63,9 +63,16 @@ class World:
     def tione(self, nodes: int = 2, per_node: int = 8, rank: int = 0, **extra: str) -> dict[str, str]:
         """TI-ONE's DDP variables for node `rank` of a `nodes` x `per_node` job."""
         hosts = [f"10.0.0.{i + 1}:{per_node}" for i in range(nodes)]
-        values = {"GPU_NUM_PER_NODE": str(per_node), "WORLD_SIZE": str(nodes), "RANK": str(rank), "INDEX": str(rank),
-                  "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "23456", "GPU_NUM": str(nodes * per_node),
-                  "NODE_LIST": ",".join(hosts)}
+        values = {
+            "GPU_NUM_PER_NODE": str(per_node),
+            "WORLD_SIZE": str(nodes),
+            "RANK": str(rank),
+            "INDEX": str(rank),
+            "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "23456",
+            "GPU_NUM": str(nodes * per_node),
+            "NODE_LIST": ",".join(hosts),
+        }
         values.update(extra)
         return values
 
@@ -75,7 +82,11 @@ class World:
         for name in drop:
             full.pop(name, None)
         out, err = io.StringIO(), io.StringIO()
-        with mock.patch.dict(os.environ, full, clear=True), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            mock.patch.dict(os.environ, full, clear=True),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             code = main(list(args))
         return Result(code, out.getvalue(), err.getvalue())
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
-from entrypoint.host import Host
+from entrypoint.core.host import Host
 
 IFF_UP, IFF_BROADCAST, IFF_LOOPBACK, IFF_MASTER, IFF_SLAVE, IFF_MULTICAST = 0x1, 0x2, 0x8, 0x400, 0x800, 0x1000
 ETHER_FLAGS = IFF_UP | IFF_BROADCAST | IFF_MULTICAST  # 0x1003, what a configured Ethernet NIC shows
@@ -70,12 +70,12 @@ class FakeHost:
         """The read-only `Host` tests hand to inspectors."""
         return Host(env=dict(self.env), root=self.root)
 
-    def with_env(self, **values: str) -> "FakeHost":
+    def with_env(self, **values: str) -> FakeHost:
         self.env.update(values)
         return self
 
     # -- raw files -------------------------------------------------------------------------------------------
-    def file(self, system_path: str, text: str | bytes) -> "FakeHost":
+    def file(self, system_path: str, text: str | bytes) -> FakeHost:
         """Write a system file (`/sys/...`); bytes are written as-is, to fake garbage."""
         path = self.root / system_path.lstrip("/")
         self._mkdir(path.parent)
@@ -85,14 +85,14 @@ class FakeHost:
             path.write_text(text if text.endswith("\n") or not text else text + "\n")
         return self
 
-    def link(self, system_path: str, target: str) -> "FakeHost":
+    def link(self, system_path: str, target: str) -> FakeHost:
         """A symlink (relative targets as sysfs uses them, e.g. `../bond1`)."""
         path = self.root / system_path.lstrip("/")
         self._mkdir(path.parent)
         os.symlink(target, path)
         return self
 
-    def mkdir(self, system_path: str) -> "FakeHost":
+    def mkdir(self, system_path: str) -> FakeHost:
         self._mkdir(self.root / system_path.lstrip("/"))
         return self
 
@@ -102,8 +102,9 @@ class FakeHost:
             self._dirs.add(path)
 
     # -- network interfaces ----------------------------------------------------------------------------------
-    def netif(self, name: str, *, up: bool = True, operstate: str = "up", flags: int | None = None,
-              master: str | None = None) -> "FakeHost":
+    def netif(
+        self, name: str, *, up: bool = True, operstate: str = "up", flags: int | None = None, master: str | None = None
+    ) -> FakeHost:
         """`/sys/class/net/<name>`: `flags` (hex; IFF_UP but never RUNNING, as sysfs shows it), `operstate`, and
         for a bond slave a `master` link plus the master's `bonding/slaves` entry."""
         base = f"/sys/class/net/{name}"
@@ -118,10 +119,10 @@ class FakeHost:
             self.file(f"/sys/class/net/{master}/bonding/slaves", " ".join(current + [name]))
         return self
 
-    def loopback(self) -> "FakeHost":
+    def loopback(self) -> FakeHost:
         return self.netif("lo", flags=IFF_UP | IFF_LOOPBACK, operstate="unknown")
 
-    def bond(self, name: str, slaves: Sequence[str], operstate: str = "up") -> "FakeHost":
+    def bond(self, name: str, slaves: Sequence[str], operstate: str = "up") -> FakeHost:
         """A bond master (`bonding/` dir, MASTER flag) with physical slaves."""
         self.netif(name, flags=ETHER_FLAGS | IFF_MASTER, operstate=operstate)
         self.mkdir(f"/sys/class/net/{name}/bonding")
@@ -130,20 +131,44 @@ class FakeHost:
         return self
 
     # -- routes ----------------------------------------------------------------------------------------------
-    def route(self, iface: str, destination: str, gateway: str = "0.0.0.0", metric: int = 0) -> "FakeHost":
+    def route(self, iface: str, destination: str, gateway: str = "0.0.0.0", metric: int = 0) -> FakeHost:
         """Add a `/proc/net/route` line; `destination` is CIDR (`0.0.0.0/0` for the default route)."""
         net = ipaddress.IPv4Network(destination)
         flags = 0x1 | (0x2 if gateway != "0.0.0.0" else 0)
-        self._routes.append("\t".join([
-            iface, _le_hex(str(net.network_address)), _le_hex(gateway), f"{flags:04X}", "0", "0", str(metric),
-            _le_hex(str(net.netmask)), "0", "0", "0"]))
+        self._routes.append(
+            "\t".join(
+                [
+                    iface,
+                    _le_hex(str(net.network_address)),
+                    _le_hex(gateway),
+                    f"{flags:04X}",
+                    "0",
+                    "0",
+                    str(metric),
+                    _le_hex(str(net.netmask)),
+                    "0",
+                    "0",
+                    "0",
+                ]
+            )
+        )
         header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"
         return self.file("/proc/net/route", "\n".join([header] + [r + "\t" for r in self._routes]))
 
     # -- RDMA ------------------------------------------------------------------------------------------------
-    def rdma(self, device: str, port: int = 1, *, link_layer: str = "Ethernet", state: str = "4: ACTIVE",
-             rate: str = "200 Gb/sec (2X HDR)", gids: Mapping[int, tuple[str, str | None, str | None]] | None = None,
-             slaves: Sequence[str] = (), uverbs: bool = True, dev_node: bool = True) -> "FakeHost":
+    def rdma(
+        self,
+        device: str,
+        port: int = 1,
+        *,
+        link_layer: str = "Ethernet",
+        state: str = "4: ACTIVE",
+        rate: str = "200 Gb/sec (2X HDR)",
+        gids: Mapping[int, tuple[str, str | None, str | None]] | None = None,
+        slaves: Sequence[str] = (),
+        uverbs: bool = True,
+        dev_node: bool = True,
+    ) -> FakeHost:
         """`/sys/class/infiniband/<device>/ports/<port>/…` (`state`, `link_layer`, `rate`) with a GID table
         `{index: (gid, type, netdev)}` (type/netdev None: unreadable, as for an empty slot; pass `ZERO_GID`
         for an empty slot), `device/net/<slave>` entries, and a `uverbsN` mapping in
@@ -170,32 +195,40 @@ class FakeHost:
         return self
 
     # -- process limits, GPUDirect, NCCL files ---------------------------------------------------------------
-    def limits(self, memlock_soft: int | None, memlock_hard: int | None, cap_ipc_lock: bool = False) -> "FakeHost":
+    def limits(self, memlock_soft: int | None, memlock_hard: int | None, cap_ipc_lock: bool = False) -> FakeHost:
         """`/proc/self/limits` "Max locked memory" (None = unlimited) and `/proc/self/status` CapEff."""
+
         def show(value: int | None) -> str:
             return "unlimited" if value is None else str(value)
-        self.file("/proc/self/limits", "\n".join([
-            "Limit                     Soft Limit           Hard Limit           Units     ",
-            "Max open files            1048576              1048576              files     ",
-            f"Max locked memory         {show(memlock_soft):<21}{show(memlock_hard):<21}bytes     ",
-        ]))
-        cap = 0x00000000a80425fb | ((1 << 14) if cap_ipc_lock else 0)  # docker's default set, ± CAP_IPC_LOCK
+
+        self.file(
+            "/proc/self/limits",
+            "\n".join(
+                [
+                    "Limit                     Soft Limit           Hard Limit           Units     ",
+                    "Max open files            1048576              1048576              files     ",
+                    f"Max locked memory         {show(memlock_soft):<21}{show(memlock_hard):<21}bytes     ",
+                ]
+            ),
+        )
+        cap = 0x00000000A80425FB | ((1 << 14) if cap_ipc_lock else 0)  # docker's default set, ± CAP_IPC_LOCK
         return self.file("/proc/self/status", f"Name:\tpython3\nCapInh:\t0000000000000000\nCapEff:\t{cap:016x}\n")
 
-    def peermem(self, path: str = "/sys/module/nvidia_peermem/version", version: str = "550.54.15") -> "FakeHost":
+    def peermem(self, path: str = "/sys/module/nvidia_peermem/version", version: str = "550.54.15") -> FakeHost:
         return self.file(path, version)
 
-    def nvidia_driver(self, open_module: bool, kernel: str = "5.15.0-105-generic") -> "FakeHost":
+    def nvidia_driver(self, open_module: bool, kernel: str = "5.15.0-105-generic") -> FakeHost:
         """`/proc/driver/nvidia/version` (open or proprietary module) and `/proc/sys/kernel/osrelease`."""
         flavour = "Open Kernel Module for x86_64  550.54.15" if open_module else "Kernel Module  550.54.15"
         self.file("/proc/driver/nvidia/version", f"NVRM version: NVIDIA UNIX {flavour}  Tue Mar  5 22:23:09 UTC 2024")
         return self.file("/proc/sys/kernel/osrelease", kernel)
 
-    def nccl_conf(self, text: str, path: str = "/etc/nccl.conf") -> "FakeHost":
+    def nccl_conf(self, text: str, path: str = "/etc/nccl.conf") -> FakeHost:
         return self.file(path, text)
 
 
 # -- ready-made machines ---------------------------------------------------------------------------------------
+
 
 def hcc_container(root: Path, env: Mapping[str, str] | None = None, *, vpc_rdma: bool = True) -> FakeHost:
     """A TI-ONE container on a Tencent HCC node: eth0 (VPC, 10.0.0.0/16, default route) and 8 bonded RoCE NICs
@@ -206,13 +239,16 @@ def hcc_container(root: Path, env: Mapping[str, str] | None = None, *, vpc_rdma:
     fake.route("eth0", "0.0.0.0/0", gateway="10.0.0.1").route("eth0", "10.0.0.0/16")
     for n in range(8):
         fake.bond(f"bond{n}", [f"ens{n}f0np0", f"ens{n}f1np1"])
-        fake.rdma(f"mlx5_bond_{n}", rate="400 Gb/sec (4X NDR)", slaves=[f"ens{n}f0np0"],
-                  gids=roce_gids(f"30.14.{n}.21", f"bond{n}", seed=n))
+        fake.rdma(
+            f"mlx5_bond_{n}",
+            rate="400 Gb/sec (4X NDR)",
+            slaves=[f"ens{n}f0np0"],
+            gids=roce_gids(f"30.14.{n}.21", f"bond{n}", seed=n),
+        )
         fake.route(f"bond{n}", f"30.14.{n}.0/24")
     if vpc_rdma:
         fake.rdma("mlx5_0", rate="100 Gb/sec (4X EDR)", gids=roce_gids("10.0.3.7", "eth0", seed=99))
-    return (fake.limits(8 << 20, None).peermem().nvidia_driver(open_module=False)
-            .file("/dev/infiniband/rdma_cm", ""))
+    return fake.limits(8 << 20, None).peermem().nvidia_driver(open_module=False).file("/dev/infiniband/rdma_cm", "")
 
 
 def hcc_host(root: Path, env: Mapping[str, str] | None = None) -> FakeHost:
@@ -225,8 +261,12 @@ def hcc_host(root: Path, env: Mapping[str, str] | None = None) -> FakeHost:
     for n in range(8):
         netdev = f"bond{n + 1}"
         fake.bond(netdev, [f"ens{n}f0np0", f"ens{n}f1np1"])
-        fake.rdma(f"mlx5_bond_{n}", rate="400 Gb/sec (4X NDR)", slaves=[f"ens{n}f0np0"],
-                  gids=roce_gids(f"30.14.{n}.21", netdev, seed=n))
+        fake.rdma(
+            f"mlx5_bond_{n}",
+            rate="400 Gb/sec (4X NDR)",
+            slaves=[f"ens{n}f0np0"],
+            gids=roce_gids(f"30.14.{n}.21", netdev, seed=n),
+        )
         fake.route(netdev, f"30.14.{n}.0/24")
     return fake.limits(None, None, cap_ipc_lock=True).peermem("/sys/kernel/mm/memory_peers/nv_mem/version")
 

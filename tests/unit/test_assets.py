@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from entrypoint.assets import InvalidAsset, check_norm_stats, check_safetensors, inspect_assets
-from entrypoint.settings import load_settings
+from entrypoint.core.settings import load_settings
+from entrypoint.inspect.assets import InvalidAsset, check_norm_stats, check_safetensors, inspect_assets
 from tests.synthetic import make_dataset, norm_stats, write_safetensors
 
 
@@ -26,13 +26,17 @@ def test_complete_tree_passes(world):
     assert report.dataset_complete and report.tokenizer_home == world.assets / "cache" / "openpi"
 
 
-@pytest.mark.parametrize("mutate, reason", [
-    (lambda d: d["norm_stats"].pop("actions"), "norm_stats.actions"),
-    (lambda d: d["norm_stats"]["state"].pop("q99"), "q99"),
-    (lambda d: d["norm_stats"]["state"]["std"].append(1.0), "different lengths"),
-    (lambda d: d["norm_stats"]["state"]["mean"].__setitem__(0, "x"), "non-numeric"),
-    (lambda d: d.clear(), "norm_stats"),
-], ids=["no-actions", "no-q99", "unequal", "string", "empty-object"])
+@pytest.mark.parametrize(
+    "mutate, reason",
+    [
+        (lambda d: d["norm_stats"].pop("actions"), "norm_stats.actions"),
+        (lambda d: d["norm_stats"]["state"].pop("q99"), "q99"),
+        (lambda d: d["norm_stats"]["state"]["std"].append(1.0), "different lengths"),
+        (lambda d: d["norm_stats"]["state"]["mean"].__setitem__(0, "x"), "non-numeric"),
+        (lambda d: d.clear(), "norm_stats"),
+    ],
+    ids=["no-actions", "no-q99", "unequal", "string", "empty-object"],
+)
 def test_bad_norm_stats(tmp_path, mutate, reason):
     data = norm_stats()
     mutate(data)
@@ -58,12 +62,16 @@ def test_truncated_weights_are_caught_without_reading_them(tmp_path):
         check_safetensors(path)
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"", "too short"),
-    (b"\xff" * 8 + b"{}", "header length"),
-    ((10).to_bytes(8, "little") + b"not json!!", "not valid JSON"),
-    ((2).to_bytes(8, "little") + b"{}", "no tensors"),
-], ids=["empty", "huge-header", "garbage-header", "no-tensors"])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "too short"),
+        (b"\xff" * 8 + b"{}", "header length"),
+        ((10).to_bytes(8, "little") + b"not json!!", "not valid JSON"),
+        ((2).to_bytes(8, "little") + b"{}", "no tensors"),
+    ],
+    ids=["empty", "huge-header", "garbage-header", "no-tensors"],
+)
 def test_corrupt_safetensors(tmp_path, content, reason):
     path = tmp_path / "model.safetensors"
     path.write_bytes(content)
@@ -98,5 +106,7 @@ def test_tokenizer_missing_is_a_warning_with_the_path(world):
 
 
 def test_fake_data_configs_skip_dataset_and_weights(world):
-    report = inspect_assets(settings_for(world, VLA_DATASET_REPO_ID="none", VLA_ASSET_ID="none", VLA_WEIGHTS="none"), world.env)
+    report = inspect_assets(
+        settings_for(world, VLA_DATASET_REPO_ID="none", VLA_ASSET_ID="none", VLA_WEIGHTS="none"), world.env
+    )
     assert report.findings == ()

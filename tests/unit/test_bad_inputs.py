@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -36,6 +36,7 @@ def write(relative: str, content: bytes | str) -> Callable[[Path], None]:
         path = assets / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
     return apply
 
 
@@ -48,6 +49,7 @@ def remove(relative: str) -> Callable[[Path], None]:
             target.rmdir()
         else:
             target.unlink()
+
     return apply
 
 
@@ -83,10 +85,21 @@ CASES = [
     Case("visible-devices-too-few", 2, "CUDA_VISIBLE_DEVICES", {"CUDA_VISIBLE_DEVICES": "0,1"}),
     Case("world-size-without-tione", 2, "WORLD_SIZE", {"WORLD_SIZE": "4"}, tione=False),
     Case("pet-elastic-range", 2, "PET_NNODES", {"PET_NNODES": "1:4"}, tione=False),
-    Case("pet-rank-out-of-range", 2, "PET_NODE_RANK", {"PET_NNODES": "2", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "n0"}, tione=False),
+    Case(
+        "pet-rank-out-of-range",
+        2,
+        "PET_NODE_RANK",
+        {"PET_NNODES": "2", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "n0"},
+        tione=False,
+    ),
     Case("fewer-gpus-than-asked", 3, "nvidia", {"GPU_NUM_PER_NODE": "16", "GPU_NUM": "32", "NODE_LIST": ""}),
     # settings (exit 2)
-    Case("batch-not-divisible", 2, "VLA_BATCH_SIZE", {"VLA_BATCH_SIZE": "100", "GPU_NUM_PER_NODE": "3", "GPU_NUM": "6", "NODE_LIST": ""}),
+    Case(
+        "batch-not-divisible",
+        2,
+        "VLA_BATCH_SIZE",
+        {"VLA_BATCH_SIZE": "100", "GPU_NUM_PER_NODE": "3", "GPU_NUM": "6", "NODE_LIST": ""},
+    ),
     Case("batch-smaller-than-world", 2, "VLA_BATCH_SIZE", {"VLA_BATCH_SIZE": "8"}),
     Case("batch-text", 2, "VLA_BATCH_SIZE", {"VLA_BATCH_SIZE": "lots"}),
     Case("steps-zero", 2, "VLA_NUM_TRAIN_STEPS", {"VLA_NUM_TRAIN_STEPS": "0"}),
@@ -107,17 +120,37 @@ CASES = [
     Case("norm-stats-wrong-dims", 3, "norm_stats.json", setup=write(STATS, stats_with(q99=[1.0] * 3))),
     Case("norm-stats-a-folder", 3, "norm_stats.json", setup=lambda a: (remove(STATS)(a), (a / STATS).mkdir())),
     Case("weights-missing", 3, "pi05_base_pytorch", setup=remove(WEIGHTS)),
-    Case("weights-truncated", 3, "model.safetensors", setup=lambda a: os.truncate(a / WEIGHTS / "model.safetensors", 20)),
+    Case(
+        "weights-truncated", 3, "model.safetensors", setup=lambda a: os.truncate(a / WEIGHTS / "model.safetensors", 20)
+    ),
     Case("weights-config-garbage", 3, "config.json", setup=write(f"{WEIGHTS}/config.json", "[1, 2")),
     Case("dataset-info-missing", 3, "info.json", setup=remove(f"{DATASET}/meta/info.json")),
     Case("dataset-info-not-object", 3, "info.json", setup=write(f"{DATASET}/meta/info.json", "[]")),
-    Case("dataset-info-bad-template", 3, "info.json", setup=write(f"{DATASET}/meta/info.json", json.dumps(
-        {"total_episodes": 1, "chunks_size": 1000, "data_path": "data/{nope}.parquet", "features": {}}))),
-    Case("dataset-episode-missing", 3, "episode_000000.parquet", setup=remove(f"{DATASET}/data/chunk-000/episode_000000.parquet")),
+    Case(
+        "dataset-info-bad-template",
+        3,
+        "info.json",
+        setup=write(
+            f"{DATASET}/meta/info.json",
+            json.dumps({"total_episodes": 1, "chunks_size": 1000, "data_path": "data/{nope}.parquet", "features": {}}),
+        ),
+    ),
+    Case(
+        "dataset-episode-missing",
+        3,
+        "episode_000000.parquet",
+        setup=remove(f"{DATASET}/data/chunk-000/episode_000000.parquet"),
+    ),
     Case("dataset-tasks-missing", 3, "tasks.jsonl", setup=remove(f"{DATASET}/meta/tasks.jsonl")),
-    Case("dataset-symlink-loop", 3, "episode_000001.parquet", setup=lambda a: (
-        remove(f"{DATASET}/data/chunk-000/episode_000001.parquet")(a),
-        os.symlink("episode_000001.parquet", a / DATASET / "data/chunk-000/episode_000001.parquet"))),
+    Case(
+        "dataset-symlink-loop",
+        3,
+        "episode_000001.parquet",
+        setup=lambda a: (
+            remove(f"{DATASET}/data/chunk-000/episode_000001.parquet")(a),
+            os.symlink("episode_000001.parquet", a / DATASET / "data/chunk-000/episode_000001.parquet"),
+        ),
+    ),
     Case("openpi-missing", 3, "train_pytorch.py", {"VLA_OPENPI_DIR": "/nonexistent/openpi"}),
     # more settings (exit 2)
     Case("grace-negative", 2, "VLA_GRACE_PERIOD", {"VLA_GRACE_PERIOD": "-1"}),
@@ -133,17 +166,42 @@ CASES = [
     # more assets (exit 3)
     Case("weights-elsewhere-missing", 3, "/nonexistent/weights", {"VLA_WEIGHTS": "/nonexistent/weights"}),
     Case("weights-model-empty", 3, "model.safetensors", setup=write(f"{WEIGHTS}/model.safetensors", b"")),
-    Case("norm-stats-infinity", 3, "norm_stats.json", setup=write(STATS, json.dumps(norm_stats()).replace("1.0", "Infinity", 1))),
-    Case("dataset-zero-chunk-size", 3, "chunks_size", setup=write(f"{DATASET}/meta/info.json", json.dumps(
-        {"total_episodes": 1, "chunks_size": 0, "data_path": "data/x.parquet", "features": {}}))),
+    Case(
+        "norm-stats-infinity",
+        3,
+        "norm_stats.json",
+        setup=write(STATS, json.dumps(norm_stats()).replace("1.0", "Infinity", 1)),
+    ),
+    Case(
+        "dataset-zero-chunk-size",
+        3,
+        "chunks_size",
+        setup=write(
+            f"{DATASET}/meta/info.json",
+            json.dumps({"total_episodes": 1, "chunks_size": 0, "data_path": "data/x.parquet", "features": {}}),
+        ),
+    ),
     Case("dataset-episodes-empty", 3, "episodes.jsonl", setup=write(f"{DATASET}/meta/episodes.jsonl", "")),
     # fake host trees
-    Case("gpus-only-in-proc", 3, "nvidia", host=lambda h: [p.unlink() for p in (h / "dev").glob("nvidia[0-9]*")]
-         + [(h / "proc/driver/nvidia/gpus" / f"0000:{i:02x}:00.0").mkdir(parents=True) for i in range(2)]),
-    Case("sysfs-garbage-rdma", 0, "fabric.socket-fallback", host=lambda h: [
-        (h / "sys/class/infiniband/mlx5_0/ports/1").mkdir(parents=True),
-        (h / "sys/class/infiniband/mlx5_0/ports/1/state").write_bytes(b"\xff\xfe garbage"),
-        (h / "sys/class/infiniband/mlx5_0/ports/1/link_layer").write_text("")]),
+    Case(
+        "gpus-only-in-proc",
+        3,
+        "nvidia",
+        host=lambda h: (
+            [p.unlink() for p in (h / "dev").glob("nvidia[0-9]*")]
+            + [(h / "proc/driver/nvidia/gpus" / f"0000:{i:02x}:00.0").mkdir(parents=True) for i in range(2)]
+        ),
+    ),
+    Case(
+        "sysfs-garbage-rdma",
+        0,
+        "fabric.socket-fallback",
+        host=lambda h: [
+            (h / "sys/class/infiniband/mlx5_0/ports/1").mkdir(parents=True),
+            (h / "sys/class/infiniband/mlx5_0/ports/1/state").write_bytes(b"\xff\xfe garbage"),
+            (h / "sys/class/infiniband/mlx5_0/ports/1/link_layer").write_text(""),
+        ],
+    ),
     Case("preset-hca-matches-nothing", 0, "NCCL_IB_HCA", {"NCCL_IB_HCA": "=mlx5_9:1"}),
 ]
 
@@ -178,4 +236,3 @@ def test_bad_input_in_json_mode_is_still_json(world):
 def test_unknown_variable_is_named_with_a_suggestion(world):
     result = world.cli("check", env={"VLA_BATCHSIZE": "64"})
     assert result.code == 0 and "VLA_BATCHSIZE" in result.out and "VLA_BATCH_SIZE" in result.out
-

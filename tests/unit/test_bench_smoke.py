@@ -18,7 +18,9 @@ def test_sections_are_replaced_and_other_sections_kept() -> None:
     text = md.update("", {"startup": "## Start-up\n\nold"}, {"gpu": "## GPU\n\nplaceholder"})
     text = text.replace("placeholder", "measured on an H200 by the GPU run")
     text += "\nA paragraph someone added by hand.\n"
-    new = md.update(text, {"startup": "## Start-up\n\nnew", "assets": "## Assets\n\nfresh"}, {"gpu": "## GPU\n\nplaceholder"})
+    new = md.update(
+        text, {"startup": "## Start-up\n\nnew", "assets": "## Assets\n\nfresh"}, {"gpu": "## GPU\n\nplaceholder"}
+    )
     assert "old" not in new and "## Start-up\n\nnew" in new
     assert "measured on an H200 by the GPU run" in new and "placeholder" not in new  # placeholders never overwrite
     assert "A paragraph someone added by hand." in new
@@ -35,8 +37,13 @@ def test_summary_median_and_spread() -> None:
 def test_quick_run_without_docker(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench"), "--quick", "--no-docker", "--no-plot", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench"), "--quick", "--no-docker", "--no-plot", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = out.read_text()
     assert md.sections_in(text) == ["intro", "machine", "startup", "assets", "taco", "gpu"]

@@ -18,17 +18,43 @@ def test_plan_json_for_node_1_of_2x8(world):
     assert result.code == 0, result.text
     plan = json.loads(result.out)
     assert plan["topology"] | {} == plan["topology"]
-    assert {k: plan["topology"][k] for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port", "source")} == {
-        "nnodes": 2, "node_rank": 1, "nproc_per_node": 8, "master_addr": "10.0.0.1", "master_port": 23456, "source": "tione"}
+    assert {
+        k: plan["topology"][k]
+        for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port", "source")
+    } == {
+        "nnodes": 2,
+        "node_rank": 1,
+        "nproc_per_node": 8,
+        "master_addr": "10.0.0.1",
+        "master_port": 23456,
+        "source": "tione",
+    }
     command = plan["command"]
     assert Path(command[0]).name == "torchrun"
-    assert command[1:11] == ["--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1", "--master_addr", "10.0.0.1",
-                             "--master_port", "23456"]
+    assert command[1:11] == [
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "8",
+        "--node_rank",
+        "1",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "23456",
+    ]
     assert command[11:15] == ["--rdzv_conf", "timeout=600", "scripts/train_pytorch.py", "pi05_libero"]
-    for flag, value in (("--exp-name", "pi05_libero_pytorch"), ("--batch-size", "256"), ("--num-train-steps", "50"),
-                        ("--log-interval", "10"), ("--save-interval", "25"), ("--pytorch-training-precision", "bfloat16"),
-                        ("--pytorch-weight-path", str(world.assets / "checkpoints/pi05_base_pytorch")),
-                        ("--assets-base-dir", str(world.assets / "assets")), ("--checkpoint-base-dir", str(world.assets / "checkpoints"))):
+    for flag, value in (
+        ("--exp-name", "pi05_libero_pytorch"),
+        ("--batch-size", "256"),
+        ("--num-train-steps", "50"),
+        ("--log-interval", "10"),
+        ("--save-interval", "25"),
+        ("--pytorch-training-precision", "bfloat16"),
+        ("--pytorch-weight-path", str(world.assets / "checkpoints/pi05_base_pytorch")),
+        ("--assets-base-dir", str(world.assets / "assets")),
+        ("--checkpoint-base-dir", str(world.assets / "checkpoints")),
+    ):
         assert command[command.index(flag) + 1] == value
     assert "--no-wandb-enabled" in command and "--no-overwrite" in command and "--no-resume" in command
     assert "--overwrite" not in command and "--resume" not in command
@@ -58,8 +84,11 @@ def test_resume_flag_is_passed_when_a_complete_step_exists(world):
 
 def test_user_set_environment_is_kept(world):
     plan = json.loads(world.cli("plan", "--json", env={"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": ""}).out)
-    assert plan["env"]["kept"] == {"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": "", "PYTHONUNBUFFERED": plan["env"]["kept"].get("PYTHONUNBUFFERED")} or (
-        plan["env"]["kept"]["OMP_NUM_THREADS"] == "4" and plan["env"]["kept"]["JAX_PLATFORMS"] == "")
+    assert plan["env"]["kept"] == {
+        "OMP_NUM_THREADS": "4",
+        "JAX_PLATFORMS": "",
+        "PYTHONUNBUFFERED": plan["env"]["kept"].get("PYTHONUNBUFFERED"),
+    } or (plan["env"]["kept"]["OMP_NUM_THREADS"] == "4" and plan["env"]["kept"]["JAX_PLATFORMS"] == "")
     assert "OMP_NUM_THREADS" not in plan["env"]["set"]
 
 
@@ -79,14 +108,27 @@ def test_help_lists_every_variable(world):
 
 def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
     record = tmp_path / "torchrun.json"
-    env = world.tione(nodes=2, per_node=8, rank=0) | {"FAKE_TORCHRUN_RECORD": str(record), "PET_NNODES": "9",
-                                                        "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    env = world.tione(nodes=2, per_node=8, rank=0) | {
+        "FAKE_TORCHRUN_RECORD": str(record),
+        "PET_NNODES": "9",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+    }
     result = world.cli("run", env=env)
     assert result.code == 0, result.text
     seen = json.loads(record.read_text())
     assert seen["cwd"] == str(world.openpi)
-    assert seen["argv"][:10] == ["--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "0", "--master_addr", "10.0.0.1",
-                                 "--master_port", "23456"]
+    assert seen["argv"][:10] == [
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "8",
+        "--node_rank",
+        "0",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "23456",
+    ]
     for name in ("WORLD_SIZE", "RANK", "PET_NNODES"):
         assert name not in seen["env"]
     assert seen["env"]["JAX_PLATFORMS"] == "cpu" and seen["env"]["HF_LEROBOT_HOME"] == str(world.assets / "datasets")
@@ -129,8 +171,13 @@ def test_overwrite_at_run_moves_old_experiment_aside(world):
 
 def _start_run(world, tmp_path, extra: dict[str, str]) -> subprocess.Popen:
     env = {**world.env, "FAKE_TORCHRUN_BLOCK": "1", "PYTHONPATH": str(Path(__file__).parents[2]), **extra}
-    proc = subprocess.Popen([sys.executable, "-m", "entrypoint", "run"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "entrypoint", "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     for line in proc.stdout:  # synchronise on the trainer's own output, not on time
         if "fake-torchrun: waiting" in line:
             return proc
@@ -151,7 +198,7 @@ def test_sigterm_is_forwarded_and_exit_code_is_143(world, tmp_path, ignore_term)
 
 
 def test_storage_too_small_for_one_checkpoint_fails_before_launch(world, monkeypatch):
-    from entrypoint import storage
+    from entrypoint.inspect import storage
 
     weights = (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").stat().st_size
     monkeypatch.setattr(storage, "free_bytes", lambda path: 2 * weights)  # a checkpoint is ~3x the weights
@@ -160,7 +207,7 @@ def test_storage_too_small_for_one_checkpoint_fails_before_launch(world, monkeyp
 
 
 def test_storage_short_of_all_saves_warns(world, monkeypatch):
-    from entrypoint import storage
+    from entrypoint.inspect import storage
 
     weights = (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").stat().st_size
     monkeypatch.setattr(storage, "free_bytes", lambda path: 7 * weights)  # room for 2 of the 3 saves (25, 49, 50)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.download import DownloadError, DownloadOptions, _NoDowngrade, display, fetch, sha256_of, source_name
+from entrypoint.net.download import DownloadError, DownloadOptions, _NoDowngrade, display, fetch, sha256_of, source_name
 
 CONTENT = bytes(range(256)) * 4096  # 1 MiB, not all one byte so a misplaced range shows in the hash
 DIGEST = hashlib.sha256(CONTENT).hexdigest()
@@ -42,7 +42,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         site = self.site
         action = site.next_action()
-        site.requests.append({"path": self.path, "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range")})
+        site.requests.append(
+            {"path": self.path, "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range")}
+        )
         if action == "stall":
             site.release.wait()  # accepted, then silence until the test ends
             return
@@ -100,21 +102,30 @@ def _fetch(url: str, into: Path, options: DownloadOptions = FAST, **kwargs) -> t
     return result, waits
 
 
-@pytest.mark.parametrize("actions, attempts, ranges", [
-    (["ok"], 1, [None]),
-    (["drop", "ok"], 2, [None, f"bytes={len(CONTENT) // 3}-"]),
-    (["drop", "no-range"], 2, [None, f"bytes={len(CONTENT) // 3}-"]),
-    (["500", "drop", "ok"], 3, [None, None, f"bytes={len(CONTENT) // 3}-"]),
-], ids=["plain", "drop-then-resume", "drop-then-server-ignores-range", "5xx-then-drop-then-resume"])
+@pytest.mark.parametrize(
+    "actions, attempts, ranges",
+    [
+        (["ok"], 1, [None]),
+        (["drop", "ok"], 2, [None, f"bytes={len(CONTENT) // 3}-"]),
+        (["drop", "no-range"], 2, [None, f"bytes={len(CONTENT) // 3}-"]),
+        (["500", "drop", "ok"], 3, [None, None, f"bytes={len(CONTENT) // 3}-"]),
+    ],
+    ids=["plain", "drop-then-resume", "drop-then-server-ignores-range", "5xx-then-drop-then-resume"],
+)
 def test_download_completes_and_hashes_every_byte(serve, tmp_path, actions, attempts, ranges):
     url, site = serve(*actions)
     result, waits = _fetch(url, tmp_path)
-    assert (result.path.read_bytes(), result.sha256, result.size, result.attempts) == (CONTENT, DIGEST, len(CONTENT), attempts)
+    assert (result.path.read_bytes(), result.sha256, result.size, result.attempts) == (
+        CONTENT,
+        DIGEST,
+        len(CONTENT),
+        attempts,
+    )
     assert result.path == tmp_path / "taco_train-1.0-py3-none-any.whl" and result.downloaded
     assert not list(tmp_path.glob("*.part"))
     assert [r["range"] for r in site.requests] == ranges
     assert all(r["if_range"] == '"v1"' for r in site.requests if r["range"])
-    assert waits == [0.01 * 2 ** i for i in range(attempts - 1)]  # backoff doubles
+    assert waits == [0.01 * 2**i for i in range(attempts - 1)]  # backoff doubles
 
 
 def test_a_part_file_left_by_an_earlier_process_is_resumed(serve, tmp_path):
@@ -124,11 +135,15 @@ def test_a_part_file_left_by_an_earlier_process_is_resumed(serve, tmp_path):
     assert site.requests[0]["range"] == "bytes=1000-" and result.sha256 == DIGEST and result.attempts == 1
 
 
-@pytest.mark.parametrize("actions, kind, requests, text", [
-    (["404"], "http", 1, "HTTP 404"),
-    (["stall"], "timeout", 3, "0.2 s"),
-    (["drop"], "network", 3, "connection closed after"),
-], ids=["404-is-not-retried", "stall-times-out-each-try", "drop-every-time"])
+@pytest.mark.parametrize(
+    "actions, kind, requests, text",
+    [
+        (["404"], "http", 1, "HTTP 404"),
+        (["stall"], "timeout", 3, "0.2 s"),
+        (["drop"], "network", 3, "connection closed after"),
+    ],
+    ids=["404-is-not-retried", "stall-times-out-each-try", "drop-every-time"],
+)
 def test_failures(serve, tmp_path, actions, kind, requests, text):
     url, site = serve(*actions)
     options = DownloadOptions(timeout_s=0.2, attempts=3, backoff_s=0, allow_http=True)
@@ -146,13 +161,20 @@ def test_deadline_bounds_the_whole_fetch(serve, tmp_path):
     url, _ = serve("stall")
     start = time.monotonic()
     with pytest.raises(DownloadError) as caught:
-        fetch(url, tmp_path, options=DownloadOptions(timeout_s=5, attempts=50, backoff_s=0, deadline_s=0.5, allow_http=True))
+        fetch(
+            url,
+            tmp_path,
+            options=DownloadOptions(timeout_s=5, attempts=50, backoff_s=0, deadline_s=0.5, allow_http=True),
+        )
     assert caught.value.kind in ("timeout", "deadline")
     assert time.monotonic() - start < 3
 
 
-@pytest.mark.parametrize("pinned, ok", [(DIGEST, True), (DIGEST.upper(), True), ("0" * 64, False)],
-                         ids=["pinned", "pinned-uppercase", "mismatch"])
+@pytest.mark.parametrize(
+    "pinned, ok",
+    [(DIGEST, True), (DIGEST.upper(), True), ("0" * 64, False)],
+    ids=["pinned", "pinned-uppercase", "mismatch"],
+)
 def test_checksum(serve, tmp_path, pinned, ok):
     url, _ = serve("ok")
     if ok:
@@ -164,11 +186,15 @@ def test_checksum(serve, tmp_path, pinned, ok):
     assert not list(tmp_path.iterdir())  # the refused file is gone
 
 
-@pytest.mark.parametrize("source, kind", [
-    ("http://127.0.0.1:9/x.whl", "scheme"),
-    ("ftp://example.invalid/x.whl", "scheme"),
-    ("https://example.invalid/dir/", "scheme"),
-], ids=["http-not-allowed", "ftp", "no-file-name"])
+@pytest.mark.parametrize(
+    "source, kind",
+    [
+        ("http://127.0.0.1:9/x.whl", "scheme"),
+        ("ftp://example.invalid/x.whl", "scheme"),
+        ("https://example.invalid/dir/", "scheme"),
+    ],
+    ids=["http-not-allowed", "ftp", "no-file-name"],
+)
 def test_refused_before_any_connection(tmp_path, source, kind):
     with pytest.raises(DownloadError) as caught:
         fetch(source, tmp_path, options=DownloadOptions(timeout_s=0.1))
@@ -210,10 +236,21 @@ def test_progress_lines_are_throttled(serve, tmp_path):
     assert len(steps) < len(CONTENT) // FAST.chunk_bytes  # not one line per chunk
 
 
-@pytest.mark.parametrize("source, shown, name", [
-    ("https://user:pw@cos.example.com/taco/taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl?q-signature=abc",
-     "https://cos.example.com/taco/taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl?…", "taco_train-0.1.0+nv-cp312-cp312-linux_x86_64.whl"),
-    ("/cfs/code/taco_train-1.0-py3-none-any.whl", "/cfs/code/taco_train-1.0-py3-none-any.whl", "taco_train-1.0-py3-none-any.whl"),
-], ids=["signed-url", "path"])
+@pytest.mark.parametrize(
+    "source, shown, name",
+    [
+        (
+            "https://user:pw@cos.example.com/taco/taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl?q-signature=abc",
+            "https://cos.example.com/taco/taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl?…",
+            "taco_train-0.1.0+nv-cp312-cp312-linux_x86_64.whl",
+        ),
+        (
+            "/cfs/code/taco_train-1.0-py3-none-any.whl",
+            "/cfs/code/taco_train-1.0-py3-none-any.whl",
+            "taco_train-1.0-py3-none-any.whl",
+        ),
+    ],
+    ids=["signed-url", "path"],
+)
 def test_display_and_name(source, shown, name):
     assert (display(source), source_name(source)) == (shown, name)

@@ -4,28 +4,53 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from entrypoint.fabric import NcclList, RDMA_VARS, plan_fabric, raise_memlock
-from entrypoint.fabric_inventory import (SOCKET_VARS, find_net_plugin, inspect_fabric, nccl_version, read_gdr,
-                                         read_interfaces, read_memlock, read_presets, read_routes)
-from entrypoint.findings import Status
-from entrypoint.host import Host
-from entrypoint.topology import Topology
-from tests.unit.fakehosts import (FakeHost, hcc_container, hcc_host, ib_gids, ib_with_roce_storage, ipv4_gid,
-                                  link_local_gid, plain_vm, roce_gids)
+from entrypoint.core.findings import Status
+from entrypoint.core.host import Host
+from entrypoint.fabric.decide import RDMA_VARS, NcclList, plan_fabric, raise_memlock
+from entrypoint.fabric.inventory import (
+    SOCKET_VARS,
+    find_net_plugin,
+    inspect_fabric,
+    nccl_version,
+    read_gdr,
+    read_interfaces,
+    read_memlock,
+    read_presets,
+    read_routes,
+)
+from entrypoint.inspect.topology import Topology
+from tests.unit.fakehosts import (
+    FakeHost,
+    hcc_container,
+    hcc_host,
+    ib_gids,
+    ib_with_roce_storage,
+    ipv4_gid,
+    link_local_gid,
+    plain_vm,
+    roce_gids,
+)
 
 BONDS = tuple(f"mlx5_bond_{n}:1" for n in range(8))
 EXACT_BONDS = "=" + ",".join(BONDS)
 IB4 = tuple(f"mlx5_{n}:1" for n in range(4))
 ETH0 = {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
 HCC_PRESETS = {  # the widely quoted TI-ONE/HCC multi-node presets
-    "NCCL_IB_GID_INDEX": "3", "NCCL_IB_SL": "3", "NCCL_IB_TC": "160", "NCCL_IB_HCA": "mlx5_bond",
-    "NCCL_NET_GDR_LEVEL": "2", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_PXN_DISABLE": "1", "NCCL_IB_TIMEOUT": "24",
-    "NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0",
+    "NCCL_IB_GID_INDEX": "3",
+    "NCCL_IB_SL": "3",
+    "NCCL_IB_TC": "160",
+    "NCCL_IB_HCA": "mlx5_bond",
+    "NCCL_NET_GDR_LEVEL": "2",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+    "NCCL_PXN_DISABLE": "1",
+    "NCCL_IB_TIMEOUT": "24",
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "GLOO_SOCKET_IFNAME": "eth0",
 }
 
 
@@ -39,10 +64,12 @@ def warnings_of(plan) -> set[str]:
 
 # -- layouts beyond the ready-made ones ---------------------------------------------------------------------------
 
+
 def port_down(root: Path) -> FakeHost:
     fake = hcc_container(root, vpc_rdma=False)
     return fake.file("/sys/class/infiniband/mlx5_bond_3/ports/1/state", "1: DOWN").file(
-        "/sys/class/infiniband/mlx5_bond_3/ports/1/phys_state", "3: Disabled")
+        "/sys/class/infiniband/mlx5_bond_3/ports/1/phys_state", "3: Disabled"
+    )
 
 
 def roce_without_v2_gid(root: Path) -> FakeHost:
@@ -50,9 +77,14 @@ def roce_without_v2_gid(root: Path) -> FakeHost:
     fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1").route("eth0", "10.0.0.0/16")
     for n in range(2):
         fake.netif(f"ens{n}")
-        fake.rdma(f"mlx5_{n}", gids={0: (link_local_gid(n), "IB/RoCE v1", f"ens{n}"),
-                                    1: (link_local_gid(n), "RoCE v2", f"ens{n}"),
-                                    2: (ipv4_gid(f"192.168.{n}.2"), "IB/RoCE v1", f"ens{n}")})
+        fake.rdma(
+            f"mlx5_{n}",
+            gids={
+                0: (link_local_gid(n), "IB/RoCE v1", f"ens{n}"),
+                1: (link_local_gid(n), "RoCE v2", f"ens{n}"),
+                2: (ipv4_gid(f"192.168.{n}.2"), "IB/RoCE v1", f"ens{n}"),
+            },
+        )
     return fake.limits(None, None)
 
 
@@ -62,14 +94,20 @@ def ib_plus_roce_off_default(root: Path) -> FakeHost:
     fake.route("eth0", "0.0.0.0/0", "10.0.0.1").route("eth0", "10.0.0.0/16").route("ens9f0", "172.16.0.0/16")
     for n in range(4):
         fake.netif(f"ib{n}").rdma(f"mlx5_{n}", link_layer="InfiniBand", rate="400 Gb/sec (4X NDR)", gids=ib_gids(n))
-    return fake.rdma("mlx5_4", rate="100 Gb/sec (4X EDR)", gids=roce_gids("172.16.5.9", "ens9f0")).limits(None, None).peermem()
+    return (
+        fake.rdma("mlx5_4", rate="100 Gb/sec (4X EDR)", gids=roce_gids("172.16.5.9", "ens9f0"))
+        .limits(None, None)
+        .peermem()
+    )
 
 
 def no_uverbs(root: Path) -> FakeHost:
     """sysfs shows the RDMA NICs, but the container has no /dev/infiniband."""
     fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1")
     for n in range(2):
-        fake.bond(f"bond{n}", [f"ens{n}"]).rdma(f"mlx5_bond_{n}", gids=roce_gids(f"30.0.{n}.2", f"bond{n}"), dev_node=False)
+        fake.bond(f"bond{n}", [f"ens{n}"]).rdma(
+            f"mlx5_bond_{n}", gids=roce_gids(f"30.0.{n}.2", f"bond{n}"), dev_node=False
+        )
     return fake.limits(None, None)
 
 
@@ -83,14 +121,23 @@ def netdevs_elsewhere(root: Path) -> FakeHost:
 
 def gid_indices_differ(version: str) -> Callable[[Path], FakeHost]:
     """Two RoCE ports whose IPv4 RoCE v2 GID sits at index 3 on one and 5 on the other; NCCL `version`."""
+
     def build(root: Path) -> FakeHost:
         fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1")
         fake.bond("bond0", ["ens0"]).bond("bond1", ["ens1"])
         fake.rdma("mlx5_bond_0", gids=roce_gids("30.0.0.2", "bond0"))
-        shifted = {**roce_gids("30.0.1.2", "bond1"), 3: (ipv4_gid("30.0.1.2"), "IB/RoCE v1", "bond1"),
-                   5: (ipv4_gid("30.0.1.2"), "RoCE v2", "bond1")}
+        shifted = {
+            **roce_gids("30.0.1.2", "bond1"),
+            3: (ipv4_gid("30.0.1.2"), "IB/RoCE v1", "bond1"),
+            5: (ipv4_gid("30.0.1.2"), "RoCE v2", "bond1"),
+        }
         fake.rdma("mlx5_bond_1", gids=shifted)
-        return fake.mkdir(f"/usr/local/lib/python3.11/dist-packages/nvidia_nccl_cu12-{version}.dist-info").limits(None, None).peermem()
+        return (
+            fake.mkdir(f"/usr/local/lib/python3.11/dist-packages/nvidia_nccl_cu12-{version}.dist-info")
+            .limits(None, None)
+            .peermem()
+        )
+
     return build
 
 
@@ -111,79 +158,258 @@ def built(tmp_path_factory) -> Callable[[Callable[[Path], FakeHost]], FakeHost]:
         if build not in cache:
             cache[build] = build(tmp_path_factory.mktemp("host"))
         return cache[build]
+
     return get
 
 
 # -- the decision table ---------------------------------------------------------------------------------------------
 
 CASES = [
-    pytest.param(hcc_container, {}, topology(), "roce", BONDS,
-                 {**ETH0, "NCCL_IB_HCA": EXACT_BONDS, "NCCL_IB_GID_INDEX": "3"}, {}, set(),
-                 id="hcc-container-vpc-nic-excluded"),
-    pytest.param(hcc_container_plain, {}, topology(), "roce", BONDS,
-                 {**ETH0, "NCCL_IB_GID_INDEX": "3"}, {}, set(),
-                 id="hcc-container-nothing-to-exclude"),
-    pytest.param(hcc_host, {}, topology(master="30.14.0.11"), "roce", BONDS,
-                 {"NCCL_SOCKET_IFNAME": "=bond1", "GLOO_SOCKET_IFNAME": "bond1", "TP_SOCKET_IFNAME": "bond1",
-                  "NCCL_IB_HCA": EXACT_BONDS, "NCCL_IB_GID_INDEX": "3"}, {}, set(),
-                 id="hcc-host-bond1"),
-    pytest.param(ib_with_roce_storage, {}, topology(), "ib", IB4,
-                 {"NCCL_SOCKET_IFNAME": "=ens9f0", "GLOO_SOCKET_IFNAME": "ens9f0", "TP_SOCKET_IFNAME": "ens9f0",
-                  "NCCL_IB_HCA": "=" + ",".join(IB4)}, {}, set(),
-                 id="ib-compute-plus-roce-storage-on-default-route"),
-    pytest.param(ib_plus_roce_off_default, {}, topology(), "ib", IB4,
-                 {**ETH0, "NCCL_IB_HCA": "=" + ",".join(IB4)}, {}, set(),
-                 id="ib-and-roce-not-mixed"),
-    pytest.param(hcc_container, {}, topology(nnodes=1), "local", (), {}, {}, set(),
-                 id="single-node"),
-    pytest.param(plain_vm, {}, topology(), "socket", (), ETH0, {}, {"fabric.socket-fallback"},
-                 id="multi-node-without-rdma"),
-    pytest.param(port_down, {}, topology(), "roce", tuple(b for b in BONDS if b != "mlx5_bond_3:1"),
-                 {**ETH0, "NCCL_IB_GID_INDEX": "3"}, {}, {"fabric.port-down"},
-                 id="one-port-down"),
-    pytest.param(roce_without_v2_gid, {}, topology(), "socket", (), {**ETH0, "NCCL_IB_DISABLE": "1"}, {},
-                 {"fabric.roce-no-gid", "fabric.socket-fallback"},
-                 id="roce-without-routable-v2-gid"),
-    pytest.param(no_uverbs, {}, topology(), "socket", (), ETH0, {}, {"fabric.no-uverbs", "fabric.socket-fallback"},
-                 id="rdma-in-sysfs-but-no-dev-infiniband"),
-    pytest.param(netdevs_elsewhere, {}, topology(), "roce", ("mlx5_bond_0:1", "mlx5_bond_1:1"),
-                 {**ETH0, "NCCL_IB_GID_INDEX": "3"}, {}, {"fabric.gid-netdev-absent"},
-                 id="roce-gid-netdevs-outside-namespace"),
-    pytest.param(hcc_container, HCC_PRESETS, topology(), "roce", BONDS,
-                 {"TP_SOCKET_IFNAME": "eth0"}, HCC_PRESETS, set(),
-                 id="hcc-platform-presets-in-env-kept"),
-    pytest.param(hcc_with_conf("# TI-ONE\nNCCL_IB_HCA=mlx5_bond\nNCCL_SOCKET_IFNAME = eth0\nNCCL_IB_GID_INDEX=3\n"),
-                 {}, topology(), "roce", BONDS, {"GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"},
-                 {"NCCL_IB_HCA": "mlx5_bond", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_GID_INDEX": "3"}, set(),
-                 id="presets-in-etc-nccl-conf-kept"),
-    pytest.param(hcc_container, {"NCCL_IB_HCA": "mlx5_1"}, topology(), "socket", (), ETH0,
-                 {"NCCL_IB_HCA": "mlx5_1"}, {"fabric.preset-ib-hca", "fabric.socket-fallback"},
-                 id="preset-ib-hca-matching-nothing"),
-    pytest.param(hcc_container, {"NCCL_IB_HCA": "mlx5"}, topology(), "roce", ("mlx5_0:1",) + BONDS,
-                 {**ETH0, "NCCL_IB_GID_INDEX": "3"}, {"NCCL_IB_HCA": "mlx5"}, {"fabric.preset-ib-hca"},
-                 id="preset-ib-hca-including-vpc-nic"),
-    pytest.param(hcc_with_conf("NCCL_SOCKET_IFNAME=ib\n"), {}, topology(), "roce", BONDS,
-                 {"GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": EXACT_BONDS, "NCCL_IB_GID_INDEX": "3"},
-                 {"NCCL_SOCKET_IFNAME": "ib"}, {"fabric.preset-socket-ifname"},
-                 id="preset-socket-ifname-naming-no-interface"),
-    pytest.param(hcc_container, {"NCCL_IB_GID_INDEX": "5"}, topology(), "roce", BONDS,
-                 {**ETH0, "NCCL_IB_HCA": EXACT_BONDS}, {"NCCL_IB_GID_INDEX": "5"}, {"fabric.preset-gid-index"},
-                 id="preset-gid-index-wrong"),
-    pytest.param(hcc_container, {"GLOO_SOCKET_IFNAME": "=eth0"}, topology(), "roce", BONDS,
-                 {"NCCL_SOCKET_IFNAME": "=eth0", "TP_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": EXACT_BONDS, "NCCL_IB_GID_INDEX": "3"},
-                 {"GLOO_SOCKET_IFNAME": "=eth0"}, {"fabric.preset-gloo-ifname"},
-                 id="preset-gloo-ifname-with-nccl-syntax"),
-    pytest.param(hcc_container, {"NCCL_IB_DISABLE": "1"}, topology(), "socket", (), ETH0,
-                 {"NCCL_IB_DISABLE": "1"}, {"fabric.socket-fallback"},
-                 id="preset-ib-disable"),
-    pytest.param(hcc_container, {"NCCL_SOCKET_IFNAME": "ib0"}, topology(nnodes=1), "local", (), {},
-                 {"NCCL_SOCKET_IFNAME": "ib0"}, {"fabric.preset-socket-ifname"},
-                 id="single-node-still-checks-socket-preset"),
-    pytest.param(gid_indices_differ("2.21.5"), {}, topology(), "roce", ("mlx5_bond_0:1", "mlx5_bond_1:1"), ETH0, {}, set(),
-                 id="gid-indices-differ-nccl-auto"),
-    pytest.param(gid_indices_differ("2.18.3"), {}, topology(), "roce", ("mlx5_bond_0:1", "mlx5_bond_1:1"), ETH0, {},
-                 {"fabric.gid-index"},
-                 id="gid-indices-differ-old-nccl"),
+    pytest.param(
+        hcc_container,
+        {},
+        topology(),
+        "roce",
+        BONDS,
+        {**ETH0, "NCCL_IB_HCA": EXACT_BONDS, "NCCL_IB_GID_INDEX": "3"},
+        {},
+        set(),
+        id="hcc-container-vpc-nic-excluded",
+    ),
+    pytest.param(
+        hcc_container_plain,
+        {},
+        topology(),
+        "roce",
+        BONDS,
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {},
+        set(),
+        id="hcc-container-nothing-to-exclude",
+    ),
+    pytest.param(
+        hcc_host,
+        {},
+        topology(master="30.14.0.11"),
+        "roce",
+        BONDS,
+        {
+            "NCCL_SOCKET_IFNAME": "=bond1",
+            "GLOO_SOCKET_IFNAME": "bond1",
+            "TP_SOCKET_IFNAME": "bond1",
+            "NCCL_IB_HCA": EXACT_BONDS,
+            "NCCL_IB_GID_INDEX": "3",
+        },
+        {},
+        set(),
+        id="hcc-host-bond1",
+    ),
+    pytest.param(
+        ib_with_roce_storage,
+        {},
+        topology(),
+        "ib",
+        IB4,
+        {
+            "NCCL_SOCKET_IFNAME": "=ens9f0",
+            "GLOO_SOCKET_IFNAME": "ens9f0",
+            "TP_SOCKET_IFNAME": "ens9f0",
+            "NCCL_IB_HCA": "=" + ",".join(IB4),
+        },
+        {},
+        set(),
+        id="ib-compute-plus-roce-storage-on-default-route",
+    ),
+    pytest.param(
+        ib_plus_roce_off_default,
+        {},
+        topology(),
+        "ib",
+        IB4,
+        {**ETH0, "NCCL_IB_HCA": "=" + ",".join(IB4)},
+        {},
+        set(),
+        id="ib-and-roce-not-mixed",
+    ),
+    pytest.param(hcc_container, {}, topology(nnodes=1), "local", (), {}, {}, set(), id="single-node"),
+    pytest.param(
+        plain_vm, {}, topology(), "socket", (), ETH0, {}, {"fabric.socket-fallback"}, id="multi-node-without-rdma"
+    ),
+    pytest.param(
+        port_down,
+        {},
+        topology(),
+        "roce",
+        tuple(b for b in BONDS if b != "mlx5_bond_3:1"),
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {},
+        {"fabric.port-down"},
+        id="one-port-down",
+    ),
+    pytest.param(
+        roce_without_v2_gid,
+        {},
+        topology(),
+        "socket",
+        (),
+        {**ETH0, "NCCL_IB_DISABLE": "1"},
+        {},
+        {"fabric.roce-no-gid", "fabric.socket-fallback"},
+        id="roce-without-routable-v2-gid",
+    ),
+    pytest.param(
+        no_uverbs,
+        {},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {},
+        {"fabric.no-uverbs", "fabric.socket-fallback"},
+        id="rdma-in-sysfs-but-no-dev-infiniband",
+    ),
+    pytest.param(
+        netdevs_elsewhere,
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1", "mlx5_bond_1:1"),
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {},
+        {"fabric.gid-netdev-absent"},
+        id="roce-gid-netdevs-outside-namespace",
+    ),
+    pytest.param(
+        hcc_container,
+        HCC_PRESETS,
+        topology(),
+        "roce",
+        BONDS,
+        {"TP_SOCKET_IFNAME": "eth0"},
+        HCC_PRESETS,
+        set(),
+        id="hcc-platform-presets-in-env-kept",
+    ),
+    pytest.param(
+        hcc_with_conf("# TI-ONE\nNCCL_IB_HCA=mlx5_bond\nNCCL_SOCKET_IFNAME = eth0\nNCCL_IB_GID_INDEX=3\n"),
+        {},
+        topology(),
+        "roce",
+        BONDS,
+        {"GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"},
+        {"NCCL_IB_HCA": "mlx5_bond", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_GID_INDEX": "3"},
+        set(),
+        id="presets-in-etc-nccl-conf-kept",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_HCA": "mlx5_1"},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {"NCCL_IB_HCA": "mlx5_1"},
+        {"fabric.preset-ib-hca", "fabric.socket-fallback"},
+        id="preset-ib-hca-matching-nothing",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_HCA": "mlx5"},
+        topology(),
+        "roce",
+        ("mlx5_0:1",) + BONDS,
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {"NCCL_IB_HCA": "mlx5"},
+        {"fabric.preset-ib-hca"},
+        id="preset-ib-hca-including-vpc-nic",
+    ),
+    pytest.param(
+        hcc_with_conf("NCCL_SOCKET_IFNAME=ib\n"),
+        {},
+        topology(),
+        "roce",
+        BONDS,
+        {
+            "GLOO_SOCKET_IFNAME": "eth0",
+            "TP_SOCKET_IFNAME": "eth0",
+            "NCCL_IB_HCA": EXACT_BONDS,
+            "NCCL_IB_GID_INDEX": "3",
+        },
+        {"NCCL_SOCKET_IFNAME": "ib"},
+        {"fabric.preset-socket-ifname"},
+        id="preset-socket-ifname-naming-no-interface",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_GID_INDEX": "5"},
+        topology(),
+        "roce",
+        BONDS,
+        {**ETH0, "NCCL_IB_HCA": EXACT_BONDS},
+        {"NCCL_IB_GID_INDEX": "5"},
+        {"fabric.preset-gid-index"},
+        id="preset-gid-index-wrong",
+    ),
+    pytest.param(
+        hcc_container,
+        {"GLOO_SOCKET_IFNAME": "=eth0"},
+        topology(),
+        "roce",
+        BONDS,
+        {
+            "NCCL_SOCKET_IFNAME": "=eth0",
+            "TP_SOCKET_IFNAME": "eth0",
+            "NCCL_IB_HCA": EXACT_BONDS,
+            "NCCL_IB_GID_INDEX": "3",
+        },
+        {"GLOO_SOCKET_IFNAME": "=eth0"},
+        {"fabric.preset-gloo-ifname"},
+        id="preset-gloo-ifname-with-nccl-syntax",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_DISABLE": "1"},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {"NCCL_IB_DISABLE": "1"},
+        {"fabric.socket-fallback"},
+        id="preset-ib-disable",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_SOCKET_IFNAME": "ib0"},
+        topology(nnodes=1),
+        "local",
+        (),
+        {},
+        {"NCCL_SOCKET_IFNAME": "ib0"},
+        {"fabric.preset-socket-ifname"},
+        id="single-node-still-checks-socket-preset",
+    ),
+    pytest.param(
+        gid_indices_differ("2.21.5"),
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1", "mlx5_bond_1:1"),
+        ETH0,
+        {},
+        set(),
+        id="gid-indices-differ-nccl-auto",
+    ),
+    pytest.param(
+        gid_indices_differ("2.18.3"),
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1", "mlx5_bond_1:1"),
+        ETH0,
+        {},
+        {"fabric.gid-index"},
+        id="gid-indices-differ-old-nccl",
+    ),
 ]
 
 
@@ -198,10 +424,20 @@ def test_fabric_plan(built, build, env, topo, transport, devices, env_set, env_k
     # every network variable is explained exactly once, and nothing debug-only is ever exported
     assert sorted(d.variable for d in plan.decisions) == sorted(SOCKET_VARS + RDMA_VARS)
     assert all(d.reason.en and d.reason.zh for d in plan.decisions)
-    assert {d.variable: d.value for d in plan.decisions if d.kept} == {k: v for k, v in env_kept.items()
-                                                                      if k in SOCKET_VARS + RDMA_VARS}
-    assert not set(plan.env_set) & {"NCCL_NET_GDR_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO",
-                                    "NCCL_PROTO", "NCCL_CROSS_NIC", "NCCL_IB_TC", "NCCL_IB_SL", "NCCL_DEBUG"}
+    assert {d.variable: d.value for d in plan.decisions if d.kept} == {
+        k: v for k, v in env_kept.items() if k in SOCKET_VARS + RDMA_VARS
+    }
+    assert not set(plan.env_set) & {
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_P2P_DISABLE",
+        "NCCL_SHM_DISABLE",
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_CROSS_NIC",
+        "NCCL_IB_TC",
+        "NCCL_IB_SL",
+        "NCCL_DEBUG",
+    }
     assert all(f.id.startswith("fabric.") and f.message.zh for f in plan.findings)
     json.dumps(plan.to_json())
 
@@ -227,7 +463,9 @@ def test_ports_outside_a_preset_ib_hca_raise_no_warnings(tmp_path):
     plan = plan_fabric(fake.host(), topology())
     assert warnings_of(plan) == set() and plan.devices == BONDS
     fake.env["NCCL_IB_HCA"] = "mlx5"
-    assert {"fabric.port-down", "fabric.roce-no-gid", "fabric.preset-ib-hca"} <= warnings_of(plan_fabric(fake.host(), topology()))
+    assert {"fabric.port-down", "fabric.roce-no-gid", "fabric.preset-ib-hca"} <= warnings_of(
+        plan_fabric(fake.host(), topology())
+    )
 
 
 def test_socket_fallback_warning_is_loud_and_actionable(built):
@@ -237,16 +475,20 @@ def test_socket_fallback_warning_is_loud_and_actionable(built):
     assert "RDMA" in warning.hint.en and warning.hint.zh
 
 
-@pytest.mark.parametrize("master, resolved, ifname, warns", [
-    pytest.param("30.14.3.9", None, "bond4", set(), id="longest-prefix-beats-default"),
-    pytest.param("node-0.job", ["30.14.0.11"], "bond1", set(), id="host-name-resolved"),
-    pytest.param("node-0.job", [], "bond0", {"fabric.master-unresolved"}, id="host-name-unresolved-uses-default"),
-    pytest.param("fd00::1", None, "bond0", set(), id="ipv6-uses-default-route"),
-])
+@pytest.mark.parametrize(
+    "master, resolved, ifname, warns",
+    [
+        pytest.param("30.14.3.9", None, "bond4", set(), id="longest-prefix-beats-default"),
+        pytest.param("node-0.job", ["30.14.0.11"], "bond1", set(), id="host-name-resolved"),
+        pytest.param("node-0.job", [], "bond0", {"fabric.master-unresolved"}, id="host-name-unresolved-uses-default"),
+        pytest.param("fd00::1", None, "bond0", set(), id="ipv6-uses-default-route"),
+    ],
+)
 def test_bootstrap_interface(built, master, resolved, ifname, warns):
     asked: list[str] = []
-    plan = plan_fabric(built(hcc_host).host(), topology(master=master),
-                       resolve=lambda name: asked.append(name) or resolved)
+    plan = plan_fabric(
+        built(hcc_host).host(), topology(master=master), resolve=lambda name: asked.append(name) or resolved
+    )
     assert plan.socket_ifname == ifname
     assert plan.env_set["GLOO_SOCKET_IFNAME"] == ifname and plan.env_set["NCCL_SOCKET_IFNAME"] == f"={ifname}"
     assert warnings_of(plan) == warns
@@ -275,20 +517,24 @@ def test_rdma_health_findings(tmp_path):
 
 # -- inventory readers ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, name, port, expected", [
-    ("mlx5_1", "mlx5_10", 1, True),  # prefix match, NCCL's classic surprise
-    ("=mlx5_1", "mlx5_10", 1, False),
-    ("=mlx5_1", "mlx5_1", 1, True),
-    ("mlx5_bond", "mlx5_bond_3", 1, True),
-    ("mlx5_0:1", "mlx5_0", 2, False),
-    ("mlx5_0:1,mlx5_1:1", "mlx5_1", 1, True),
-    ("^mlx5_0", "mlx5_0", 1, False),
-    ("^mlx5_0", "mlx5_bond_0", 1, True),
-    ("^=mlx5_0", "mlx5_00", 1, True),
-    ("^", "mlx5_0", 1, False),
-    ("eth", "eth0", None, True),
-    ("=eth0", "eth0.100", None, False),
-])
+
+@pytest.mark.parametrize(
+    "value, name, port, expected",
+    [
+        ("mlx5_1", "mlx5_10", 1, True),  # prefix match, NCCL's classic surprise
+        ("=mlx5_1", "mlx5_10", 1, False),
+        ("=mlx5_1", "mlx5_1", 1, True),
+        ("mlx5_bond", "mlx5_bond_3", 1, True),
+        ("mlx5_0:1", "mlx5_0", 2, False),
+        ("mlx5_0:1,mlx5_1:1", "mlx5_1", 1, True),
+        ("^mlx5_0", "mlx5_0", 1, False),
+        ("^mlx5_0", "mlx5_bond_0", 1, True),
+        ("^=mlx5_0", "mlx5_00", 1, True),
+        ("^", "mlx5_0", 1, False),
+        ("eth", "eth0", None, True),
+        ("=eth0", "eth0.100", None, False),
+    ],
+)
 def test_nccl_list_syntax(value, name, port, expected):
     assert NcclList.parse(value).matches(name, port) is expected
 
@@ -297,7 +543,9 @@ def test_garbage_in_sysfs_and_procfs_never_raises(tmp_path):
     fake = hcc_container(tmp_path)
     base = "/sys/class/infiniband/mlx5_bond_0/ports/1"
     fake.file(f"{base}/state", b"\xff\xfe\x00").file(f"{base}/rate", "fast").file(f"{base}/gids/3", "not-a-gid")
-    fake.file("/sys/class/infiniband/mlx5_bond_1/ports/1/gids/3", "zz").mkdir("/sys/class/infiniband/mlx5_bond_2/ports/x")
+    fake.file("/sys/class/infiniband/mlx5_bond_1/ports/1/gids/3", "zz").mkdir(
+        "/sys/class/infiniband/mlx5_bond_2/ports/x"
+    )
     fake.file("/sys/class/net/eth0/operstate", b"\x80").file("/sys/class/net/bond5/flags", "0xZZ")
     fake.file("/proc/net/route", "Iface\tDestination\nbroken\nbond6\tXYZ\t0\t1\t0\t0\t0\t00FFFFFF\t0\t0\t0\n")
     fake.file("/proc/self/limits", "Max locked memory  lots  more  bytes").file("/proc/self/status", "CapEff:\tnothex")
@@ -314,7 +562,9 @@ def test_garbage_in_sysfs_and_procfs_never_raises(tmp_path):
 def test_interfaces_running_and_bonds(tmp_path):
     fake = FakeHost(tmp_path).loopback().bond("bond0", ["eth0", "eth1"]).bond("bond1", ["ens0f0np0"])
     fake.netif("eth9", operstate="down").netif("tun0", flags=0x1043, operstate="unknown")
-    fake.netif("br0").netif("veth0").mkdir("/sys/class/net/br0/brif/veth0").link("/sys/class/net/veth0/master", "../br0")
+    fake.netif("br0").netif("veth0").mkdir("/sys/class/net/br0/brif/veth0").link(
+        "/sys/class/net/veth0/master", "../br0"
+    )
     interfaces = read_interfaces(fake.host())
     assert interfaces["bond1"].running and interfaces["lo"].running and interfaces["tun0"].running
     assert not interfaces["eth9"].running
@@ -323,33 +573,47 @@ def test_interfaces_running_and_bonds(tmp_path):
 
 
 def test_routes_are_little_endian(tmp_path):
-    fake = FakeHost(tmp_path).file("/proc/net/route", "\n".join([
-        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT",
-        "eth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0",
-        "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0",
-        "eth1\t0000A8C0\t00000000\t0000\t0\t0\t0\t0000FFFF\t0\t0\t0",  # not RTF_UP
-    ]))
+    fake = FakeHost(tmp_path).file(
+        "/proc/net/route",
+        "\n".join(
+            [
+                "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT",
+                "eth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0",
+                "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0",
+                "eth1\t0000A8C0\t00000000\t0000\t0\t0\t0\t0000FFFF\t0\t0\t0",  # not RTF_UP
+            ]
+        ),
+    )
     routes = read_routes(fake.host())
-    assert [(r.iface, str(r.network), r.metric) for r in routes] == [("eth0", "0.0.0.0/0", 100), ("eth0", "192.0.2.0/24", 0)]
+    assert [(r.iface, str(r.network), r.metric) for r in routes] == [
+        ("eth0", "0.0.0.0/0", 100),
+        ("eth0", "192.0.2.0/24", 0),
+    ]
 
 
-@pytest.mark.parametrize("setup, expected", [
-    (lambda f: f.peermem(), "peermem"),
-    (lambda f: f.peermem("/sys/kernel/mm/memory_peers/nv_mem_nc/version"), "peermem"),
-    (lambda f: f.nvidia_driver(open_module=True, kernel="6.5.0-1018-azure"), "dmabuf-possible"),
-    (lambda f: f.nvidia_driver(open_module=True, kernel="5.4.0-150-generic"), "none"),
-    (lambda f: f.nvidia_driver(open_module=False, kernel="6.5.0"), "none"),
-    (lambda f: f, "none"),
-])
+@pytest.mark.parametrize(
+    "setup, expected",
+    [
+        (lambda f: f.peermem(), "peermem"),
+        (lambda f: f.peermem("/sys/kernel/mm/memory_peers/nv_mem_nc/version"), "peermem"),
+        (lambda f: f.nvidia_driver(open_module=True, kernel="6.5.0-1018-azure"), "dmabuf-possible"),
+        (lambda f: f.nvidia_driver(open_module=True, kernel="5.4.0-150-generic"), "none"),
+        (lambda f: f.nvidia_driver(open_module=False, kernel="6.5.0"), "none"),
+        (lambda f: f, "none"),
+    ],
+)
 def test_gpudirect_rdma(tmp_path, setup, expected):
     assert read_gdr(setup(FakeHost(tmp_path)).host())[0] == expected
 
 
-@pytest.mark.parametrize("soft, hard, cap, expected", [
-    (65536, 65536, False, (65536, 65536, False)),
-    (8 << 20, None, False, (8 << 20, math.inf, False)),
-    (None, None, True, (math.inf, math.inf, True)),
-])
+@pytest.mark.parametrize(
+    "soft, hard, cap, expected",
+    [
+        (65536, 65536, False, (65536, 65536, False)),
+        (8 << 20, None, False, (8 << 20, math.inf, False)),
+        (None, None, True, (math.inf, math.inf, True)),
+    ],
+)
 def test_memlock(tmp_path, soft, hard, cap, expected):
     memlock = read_memlock(FakeHost(tmp_path).limits(soft, hard, cap).host())
     assert (memlock.soft, memlock.hard, memlock.cap_ipc_lock) == expected
@@ -375,18 +639,26 @@ def test_raise_memlock():
     limits = FakeLimits(8 << 20, -1)
     change = raise_memlock(limits)
     assert limits.calls == [(-1, -1)] and change.changed
-    assert change.to_json() == {"before": [8 << 20, "unlimited"], "after": ["unlimited", "unlimited"], "changed": True, "error": None}
+    assert change.to_json() == {
+        "before": [8 << 20, "unlimited"],
+        "after": ["unlimited", "unlimited"],
+        "changed": True,
+        "error": None,
+    }
     assert not raise_memlock(FakeLimits(-1, -1)).changed
     failed = raise_memlock(FakeLimits(1, 2, fail=True))
     assert failed.error and not failed.changed
 
 
-@pytest.mark.parametrize("files, expected", [
-    (["/opt/lib/libnccl.so.2", "/opt/lib/libnccl.so.2.23.4"], "2.23.4"),
-    (["/venv/site/nvidia_nccl_cu12-2.21.5.dist-info/METADATA"], "2.21.5"),
-    (["/venv/site/nvidia/nccl/lib/libnccl.so.2"], None),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        (["/opt/lib/libnccl.so.2", "/opt/lib/libnccl.so.2.23.4"], "2.23.4"),
+        (["/venv/site/nvidia_nccl_cu12-2.21.5.dist-info/METADATA"], "2.21.5"),
+        (["/venv/site/nvidia/nccl/lib/libnccl.so.2"], None),
+        ([], None),
+    ],
+)
 def test_nccl_version_from_files(tmp_path, files, expected):
     fake = FakeHost(tmp_path)
     for path in files:
@@ -395,24 +667,38 @@ def test_nccl_version_from_files(tmp_path, files, expected):
 
 
 def test_nccl_version_from_header(tmp_path):
-    header = "#define NCCL_MAJOR 2\n#define NCCL_MINOR 20\n#define NCCL_PATCH 3\n#define NCCL_SUFFIX \"\"\n"
+    header = '#define NCCL_MAJOR 2\n#define NCCL_MINOR 20\n#define NCCL_PATCH 3\n#define NCCL_SUFFIX ""\n'
     fake = FakeHost(tmp_path).file("/venv/site/nvidia/nccl/include/nccl.h", header)
     assert nccl_version(fake.host(), ["/venv/site"]) == "2.20.3"
     fake = FakeHost(tmp_path / "b", {"VLA_OPENPI_DIR": "/openpi"}).mkdir(
-        "/openpi/.venv/lib/python3.11/site-packages/nvidia_nccl_cu12-2.26.2.dist-info")
+        "/openpi/.venv/lib/python3.11/site-packages/nvidia_nccl_cu12-2.26.2.dist-info"
+    )
     assert inspect_fabric(fake.host()).nccl_version == "2.26.2"
 
 
-@pytest.mark.parametrize("env, files, expected", [
-    ({"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}, ["/usr/local/nvidia/lib64/libnccl-net.so"],
-     ("/usr/local/nvidia/lib64/libnccl-net.so", None)),
-    ({}, ["/usr/lib/x86_64-linux-gnu/libnccl-net.so"], ("/usr/lib/x86_64-linux-gnu/libnccl-net.so", None)),
-    ({}, ["/opt/tencent/tccl/lib/libnccl-net.so"], (None, "/opt/tencent/tccl/lib/libnccl-net.so")),
-    ({"LD_LIBRARY_PATH": "/opt/tencent/tccl/lib"}, ["/opt/tencent/tccl/lib/libnccl-net.so"],
-     ("/opt/tencent/tccl/lib/libnccl-net.so", None)),
-    ({"NCCL_NET_PLUGIN": "none"}, ["/usr/lib/libnccl-net.so"], (None, None)),
-    ({"NCCL_NET_PLUGIN": "aws-ofi"}, ["/usr/lib/libnccl-net-aws-ofi.so"], ("/usr/lib/libnccl-net-aws-ofi.so", None)),
-])
+@pytest.mark.parametrize(
+    "env, files, expected",
+    [
+        (
+            {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"},
+            ["/usr/local/nvidia/lib64/libnccl-net.so"],
+            ("/usr/local/nvidia/lib64/libnccl-net.so", None),
+        ),
+        ({}, ["/usr/lib/x86_64-linux-gnu/libnccl-net.so"], ("/usr/lib/x86_64-linux-gnu/libnccl-net.so", None)),
+        ({}, ["/opt/tencent/tccl/lib/libnccl-net.so"], (None, "/opt/tencent/tccl/lib/libnccl-net.so")),
+        (
+            {"LD_LIBRARY_PATH": "/opt/tencent/tccl/lib"},
+            ["/opt/tencent/tccl/lib/libnccl-net.so"],
+            ("/opt/tencent/tccl/lib/libnccl-net.so", None),
+        ),
+        ({"NCCL_NET_PLUGIN": "none"}, ["/usr/lib/libnccl-net.so"], (None, None)),
+        (
+            {"NCCL_NET_PLUGIN": "aws-ofi"},
+            ["/usr/lib/libnccl-net-aws-ofi.so"],
+            ("/usr/lib/libnccl-net-aws-ofi.so", None),
+        ),
+    ],
+)
 def test_net_plugin(tmp_path, env, files, expected):
     fake = FakeHost(tmp_path, env)
     for path in files:
@@ -431,7 +717,11 @@ def test_preset_precedence(tmp_path):
     fake.nccl_conf("NCCL_IB_HCA=user\nNCCL_IB_TC=106\nNCCL_IB_TC=999\n", "/job/nccl.conf")
     fake.nccl_conf("NCCL_IB_TC=160\nNCCL_IB_SL=3\nnot a setting\n")
     presets = {k: (v.value, v.source) for k, v in read_presets(fake.host()).items()}
-    assert presets == {"NCCL_IB_HCA": ("env", "environment"), "NCCL_CONF_FILE": ("/job/nccl.conf", "environment"),
-                       "NCCL_IB_TC": ("106", "/job/nccl.conf"), "NCCL_IB_SL": ("3", "/etc/nccl.conf")}
+    assert presets == {
+        "NCCL_IB_HCA": ("env", "environment"),
+        "NCCL_CONF_FILE": ("/job/nccl.conf", "environment"),
+        "NCCL_IB_TC": ("106", "/job/nccl.conf"),
+        "NCCL_IB_SL": ("3", "/etc/nccl.conf"),
+    }
     home = FakeHost(tmp_path / "h", {"HOME": "/root"}).nccl_conf("NCCL_IB_GID_INDEX=3\n", "/root/.nccl.conf")
     assert read_presets(home.host())["NCCL_IB_GID_INDEX"].source == "/root/.nccl.conf"

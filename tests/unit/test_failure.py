@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from entrypoint.failure import OutputTail, root_cause
+from entrypoint.launch.failure import OutputTail, root_cause
 
 TORCHRUN_SIGKILL = """\
 E1202 17:49:28.034000 10 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 1 (pid: 14) of binary: /usr/bin/python3
@@ -32,7 +32,9 @@ WORKER_ERROR = """\
 [rank1]:   File "scripts/train_pytorch.py", line 10, in <module>
 [rank1]: FileNotFoundError: [Errno 2] No such file or directory: 'norm_stats.json'
 """ + TORCHRUN_SIGKILL.replace("-9 (pid: 14)", "1 (pid: 14)").replace(
-    "Signal 9 (SIGKILL) received by PID 14", "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    "Signal 9 (SIGKILL) received by PID 14",
+    "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+)
 
 
 def tail_of(text: str) -> OutputTail:
@@ -41,11 +43,21 @@ def tail_of(text: str) -> OutputTail:
     return tail
 
 
-@pytest.mark.parametrize("output, expected", [
-    (TORCHRUN_SIGKILL, "rank 1 (local_rank: 1) on node0: exitcode -9 (pid: 14), Signal 9 (SIGKILL) received by PID 14"),
-    (WORKER_ERROR, "FileNotFoundError: [Errno 2] No such file or directory: 'norm_stats.json' — rank 1 (local_rank: 1) on node0: exitcode 1 (pid: 14)"),
-    ("all good\n", None),
-], ids=["killed-worker", "worker-exception", "nothing"])
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        (
+            TORCHRUN_SIGKILL,
+            "rank 1 (local_rank: 1) on node0: exitcode -9 (pid: 14), Signal 9 (SIGKILL) received by PID 14",
+        ),
+        (
+            WORKER_ERROR,
+            "FileNotFoundError: [Errno 2] No such file or directory: 'norm_stats.json' — rank 1 (local_rank: 1) on node0: exitcode 1 (pid: 14)",
+        ),
+        ("all good\n", None),
+    ],
+    ids=["killed-worker", "worker-exception", "nothing"],
+)
 def test_root_cause_from_output(output, expected):
     assert root_cause(None, tail_of(output)) == expected
 

@@ -23,18 +23,30 @@ from unittest import mock
 
 import pytest
 
-from entrypoint import fetch_assets, unpack
 from entrypoint.cli import main
-from entrypoint.download import DownloadOptions, OrderedStream, ResumableSha256, probe
-from entrypoint.unpack import ArchiveError, ArchiveReader, StdlibDecoder, make_decoder
+from entrypoint.fetch import command as fetch_assets
+from entrypoint.fetch import unpack
+from entrypoint.fetch.unpack import ArchiveError, ArchiveReader, StdlibDecoder, make_decoder
+from entrypoint.net.download import DownloadOptions, OrderedStream, ResumableSha256, probe
 from tests.httpserver import closed_port_url, serve
 from tests.synthetic import RELEASE_FILES, make_assets_tree, make_release
 from tests.unit.conftest import Result
 
 DATASET = "datasets/physical-intelligence/libero"
 STATS = "assets/pi05_libero/physical-intelligence/libero/norm_stats.json"
-FAST = ("--allow-http", "--backoff", "0.01", "--timeout", "5", "--retries", "3", "--checkpoint-span", "65536",
-        "--persist-every", "0")
+FAST = (
+    "--allow-http",
+    "--backoff",
+    "0.01",
+    "--timeout",
+    "5",
+    "--retries",
+    "3",
+    "--checkpoint-span",
+    "65536",
+    "--persist-every",
+    "0",
+)
 
 
 @dataclass
@@ -82,8 +94,13 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def fetch(root: Path, *args: str, lang: str = "en") -> Result:
     """`vla-entrypoint fetch-assets --assets-root ROOT <FAST> ARGS` in this process, with a clean environment."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root.parent / "home"), "LANG": "C.UTF-8",
-           "VLA_LANG": lang, "VLA_BAKED_JOB_FILE": str(root.parent / "no-baked-job.yaml")}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(root.parent / "home"),
+        "LANG": "C.UTF-8",
+        "VLA_LANG": lang,
+        "VLA_BAKED_JOB_FILE": str(root.parent / "no-baked-job.yaml"),
+    }
     out, err = io.StringIO(), io.StringIO()
     with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["fetch-assets", "--assets-root", str(root), *FAST, *args])
@@ -94,7 +111,7 @@ def manifest(tmp_path: Path, base_url: str, **pins: dict) -> str:
     """The built-in manifest with `base_url` and per-entry extra keys (e.g. sha256, size); returns its path."""
     import yaml
 
-    from entrypoint.manifest import BUILTIN
+    from entrypoint.fetch.manifest import BUILTIN
 
     data = yaml.safe_load(BUILTIN.read_text())
     data["base_url"] = base_url
@@ -111,24 +128,40 @@ def dataset_gets(server) -> list:
 
 # ---------------------------------------------------------------- end to end
 
-@pytest.mark.parametrize("behaviour, flags", [
-    ({}, ("--segment-mib", "0.25")),
-    ({}, ("--segments", "1")),
-    ({"ranges": False}, ()),
-    ({"drop_after": 100_000, "drops": 6}, ("--segment-mib", "0.25")),
-    ({"ranges": False, "drop_after": 300_000, "drops": 2}, ()),
-], ids=["parallel-ranges", "one-stream", "server-without-ranges", "drops-mid-transfer", "no-ranges-and-drops"])
+
+@pytest.mark.parametrize(
+    "behaviour, flags",
+    [
+        ({}, ("--segment-mib", "0.25")),
+        ({}, ("--segments", "1")),
+        ({"ranges": False}, ()),
+        ({"drop_after": 100_000, "drops": 6}, ("--segment-mib", "0.25")),
+        ({"ranges": False, "drop_after": 300_000, "drops": 2}, ()),
+    ],
+    ids=["parallel-ranges", "one-stream", "server-without-ranges", "drops-mid-transfer", "no-ranges-and-drops"],
+)
 def test_fetch_unpacks_the_seed_tree_then_a_rerun_downloads_nothing(release, tmp_path, behaviour, flags):
     root = tmp_path / "assets"
     with serve(release.base, **behaviour) as server:
         first = fetch(root, "--base-url", server.url, *flags)
         assert first.code == 0, first.text
         assert snapshot(root) == release.expected  # byte for byte what tar -xf gives, nothing more
-        assert sorted(p.name for p in (root / ".vla-fetch").iterdir()) == ["dataset", "lock", "norm-stats", "suites", "weights"]
-        assert all(sorted(p.name for p in (root / ".vla-fetch" / e).iterdir()) == ["done.json"]
-                   for e in ("dataset", "norm-stats", "suites", "weights"))  # no staging, .part or state left
+        assert sorted(p.name for p in (root / ".vla-fetch").iterdir()) == [
+            "dataset",
+            "lock",
+            "norm-stats",
+            "suites",
+            "weights",
+        ]
+        assert all(
+            sorted(p.name for p in (root / ".vla-fetch" / e).iterdir()) == ["done.json"]
+            for e in ("dataset", "norm-stats", "suites", "weights")
+        )  # no staging, .part or state left
         assert "health check summary: PASS" in first.out and "verified: size + gzip CRC-32" in first.out
-        assert "start command:  (leave empty" in first.out and "-> /home/tione/notebook/embodied-ai/openpi-assets" in first.out
+        assert (
+            "start command:  (leave empty" in first.out
+            and "-> /home/tione/notebook/embodied-ai/openpi-assets" in first.out
+        )
         gets = dataset_gets(server)
         if flags == ("--segment-mib", "0.25"):
             starts = {int(r.range.split("=")[1].split("-")[0]) for r in gets if r.range and r.range != "bytes=0-0"}
@@ -136,7 +169,9 @@ def test_fetch_unpacks_the_seed_tree_then_a_rerun_downloads_nothing(release, tmp
         if behaviour.get("ranges") is False:
             assert {r.status for r in gets} == {200} and "does not support range requests" in first.out
         if behaviour.get("drops"):
-            assert any(r.sent < release.files["dataset"].stat().st_size and r.sent == behaviour["drop_after"] for r in gets)
+            assert any(
+                r.sent < release.files["dataset"].stat().st_size and r.sent == behaviour["drop_after"] for r in gets
+            )
         requests = len(server.requests)
         start = time.monotonic()
         second = fetch(root, "--base-url", server.url, *flags)
@@ -146,14 +181,23 @@ def test_fetch_unpacks_the_seed_tree_then_a_rerun_downloads_nothing(release, tmp
         assert snapshot(root) == release.expected
 
 
-@pytest.mark.parametrize("entry, interrupt, flags", [
-    ("dataset", "network-gives-up", ("--segments", "1")),
-    ("dataset", "network-gives-up", ("--segment-mib", "0.125")),
-    ("dataset", "ctrl-c", ("--segments", "1")),
-    ("weights", "network-gives-up", ("--segments", "1")),
-    ("dataset", "network-gives-up", ("--segments", "1", "--no-checkpoints")),
-], ids=["network-gives-up-resumes-at-a-checkpoint", "parallel-segments-give-up-then-resume", "ctrl-c-resumes-at-a-checkpoint",
-        "inside-one-large-file-resumes-inside-it", "no-checkpoints-rereads-but-skips-members"])
+@pytest.mark.parametrize(
+    "entry, interrupt, flags",
+    [
+        ("dataset", "network-gives-up", ("--segments", "1")),
+        ("dataset", "network-gives-up", ("--segment-mib", "0.125")),
+        ("dataset", "ctrl-c", ("--segments", "1")),
+        ("weights", "network-gives-up", ("--segments", "1")),
+        ("dataset", "network-gives-up", ("--segments", "1", "--no-checkpoints")),
+    ],
+    ids=[
+        "network-gives-up-resumes-at-a-checkpoint",
+        "parallel-segments-give-up-then-resume",
+        "ctrl-c-resumes-at-a-checkpoint",
+        "inside-one-large-file-resumes-inside-it",
+        "no-checkpoints-rereads-but-skips-members",
+    ],
+)
 def test_an_interrupted_fetch_resumes_where_it_stopped(release, tmp_path, monkeypatch, entry, interrupt, flags):
     root = tmp_path / "assets"
     size = release.files[entry].stat().st_size
@@ -183,12 +227,18 @@ def test_an_interrupted_fetch_resumes_where_it_stopped(release, tmp_path, monkey
             assert state["extract"]["partial"]["path"] == "pi05_base_pytorch/model.safetensors"
         else:
             assert state["extract"]["members"] > 0
-        assert not (root / "datasets").exists() and not (root / "checkpoints").exists()  # nothing unverified in the tree
+        assert (
+            not (root / "datasets").exists() and not (root / "checkpoints").exists()
+        )  # nothing unverified in the tree
         server.behave(budget=None)
         served_before, requests_before = server.bytes_sent, len(server.gets())
         second = fetch(root, "--base-url", server.url, *extra)
         assert second.code == 0, second.text
-        asked = [r.range for r in server.gets()[requests_before:] if r.path.endswith(RELEASE_FILES[entry]) and r.range != "bytes=0-0"]
+        asked = [
+            r.range
+            for r in server.gets()[requests_before:]
+            if r.path.endswith(RELEASE_FILES[entry]) and r.range != "bytes=0-0"
+        ]
         start = min(int(a.split("=")[1].split("-")[0]) for a in asked)  # the first byte the second run asked for
         if checkpoints:
             assert start > 0 and server.bytes_sent - served_before < size  # not downloaded again from the start
@@ -199,10 +249,14 @@ def test_an_interrupted_fetch_resumes_where_it_stopped(release, tmp_path, monkey
         assert snapshot(root) == {k: v for k, v in release.expected.items() if k.startswith(top)}
 
 
-@pytest.mark.parametrize("entry, pin, text", [
-    ("dataset", False, "the archive is damaged"),
-    ("norm-stats", True, "is not the manifest's"),
-], ids=["archive-unpinned", "file-with-pinned-sha256"])
+@pytest.mark.parametrize(
+    "entry, pin, text",
+    [
+        ("dataset", False, "the archive is damaged"),
+        ("norm-stats", True, "is not the manifest's"),
+    ],
+    ids=["archive-unpinned", "file-with-pinned-sha256"],
+)
 def test_corrupt_bytes_are_refused_and_kept_aside(release, tmp_path, entry, pin, text):
     root = tmp_path / "assets"
     pins = {entry.replace("-", "_"): {"sha256": release.sha256(entry)}} if pin else {}
@@ -245,13 +299,16 @@ def test_a_full_disk_stops_cleanly_and_the_next_run_finishes(release, tmp_path, 
     monkeypatch.setattr(unpack, "open", lambda *a, **k: FullDisk(real_open(*a, **k)), raising=False)
     with serve(release.base) as server:
         full = fetch(root, "--base-url", server.url, "--only", "dataset", "--no-check")
-        assert full.code == 3 and "[fetch.disk-full]" in full.err and "run the same command again" in full.err, full.text
+        assert full.code == 3 and "[fetch.disk-full]" in full.err and "run the same command again" in full.err, (
+            full.text
+        )
         monkeypatch.undo()
         again = fetch(root, "--base-url", server.url, "--only", "dataset", "--no-check")
         assert again.code == 0 and "done," in again.out, again.text
         assert int(dataset_gets(server)[-1].range.split("=")[1].split("-")[0]) > 0
     assert {k: v for k, v in snapshot(root).items() if k.startswith("datasets/")} == {
-        k: v for k, v in release.expected.items() if k.startswith("datasets/physical")}
+        k: v for k, v in release.expected.items() if k.startswith("datasets/physical")
+    }
 
 
 def test_a_partially_extracted_tree_is_completed_and_nothing_is_deleted(release, tmp_path):
@@ -295,7 +352,9 @@ def test_keep_tarballs_then_force_unpacks_the_kept_copy_offline(release, tmp_pat
         (root / "checkpoints/pi05_base_pytorch/config.json").unlink()
         server.behave(status={"/" + RELEASE_FILES["weights"]: 503})  # the network is of no use now
         again = fetch(root, "--base-url", server.url, "--only", "weights", "--no-check")
-        assert "files changed since it was fetched" in again.out and "unpacking the kept tarball" in again.out, again.text
+        assert "files changed since it was fetched" in again.out and "unpacking the kept tarball" in again.out, (
+            again.text
+        )
         assert (root / "checkpoints/pi05_base_pytorch/config.json").exists()
         assert not [r for r in server.gets() if r.status == 503]
 
@@ -337,21 +396,25 @@ def bad_manifest(tmp_path: Path, text: str) -> str:
     return str(tmp_path / "bad.yaml")
 
 
-@pytest.mark.parametrize("case, code, text", [
-    ("unreachable", 3, "cannot reach"),
-    ("404", 3, "HTTP 404"),
-    ("ftp-url", 2, "unsupported address"),
-    ("malformed-url", 2, "is not a valid URL"),
-    ("plain-http-not-allowed", 2, "plain http"),
-    ("manifest-syntax", 2, "is not valid YAML (line"),
-    ("manifest-unknown-key", 2, "Did you mean 'sha256'?"),
-    ("manifest-escapes-root", 2, "leaves the assets root"),
-    ("unknown-entry", 2, "Did you mean 'dataset'?"),
-    ("size-differs", 3, "the manifest pins 12345"),
-    ("read-only-destination", 3, "Read-only file system"),
-    ("not-enough-space", 3, "is free under"),
-    ("another-run-at-once", 3, "another fetch-assets is already filling"),
-], ids=lambda v: v if isinstance(v, str) and not v[:1].isupper() and " " not in v else None)
+@pytest.mark.parametrize(
+    "case, code, text",
+    [
+        ("unreachable", 3, "cannot reach"),
+        ("404", 3, "HTTP 404"),
+        ("ftp-url", 2, "unsupported address"),
+        ("malformed-url", 2, "is not a valid URL"),
+        ("plain-http-not-allowed", 2, "plain http"),
+        ("manifest-syntax", 2, "is not valid YAML (line"),
+        ("manifest-unknown-key", 2, "Did you mean 'sha256'?"),
+        ("manifest-escapes-root", 2, "leaves the assets root"),
+        ("unknown-entry", 2, "Did you mean 'dataset'?"),
+        ("size-differs", 3, "the manifest pins 12345"),
+        ("read-only-destination", 3, "Read-only file system"),
+        ("not-enough-space", 3, "is free under"),
+        ("another-run-at-once", 3, "another fetch-assets is already filling"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and not v[:1].isupper() and " " not in v else None,
+)
 def test_bad_input_gives_a_clear_message_and_a_safe_state(release, tmp_path, monkeypatch, case, code, text):
     root = tmp_path / "assets"
     with serve(release.base) as server:
@@ -367,9 +430,15 @@ def test_bad_input_gives_a_clear_message_and_a_safe_state(release, tmp_path, mon
         elif case == "manifest-syntax":
             args = ("--manifest", bad_manifest(tmp_path, "entries:\n  - name: [oops\n"))
         elif case == "manifest-unknown-key":
-            args = ("--manifest", bad_manifest(tmp_path, "entries: [{name: a, url: http://x/a.json, to: a.json, sha265: x}]\n"))
+            args = (
+                "--manifest",
+                bad_manifest(tmp_path, "entries: [{name: a, url: http://x/a.json, to: a.json, sha265: x}]\n"),
+            )
         elif case == "manifest-escapes-root":
-            args = ("--manifest", bad_manifest(tmp_path, "entries: [{name: a, url: http://x/a.tgz, into: ../outside}]\n"))
+            args = (
+                "--manifest",
+                bad_manifest(tmp_path, "entries: [{name: a, url: http://x/a.tgz, into: ../outside}]\n"),
+            )
         elif case == "unknown-entry":
             args += ("--only", "datset")
         elif case == "size-differs":
@@ -390,14 +459,23 @@ def test_bad_input_gives_a_clear_message_and_a_safe_state(release, tmp_path, mon
 
             (root / ".vla-fetch").mkdir(parents=True)
             holder = (root / ".vla-fetch" / "lock").open("a+")
-            fcntl.flock(holder.fileno(), fcntl.LOCK_EX)  # what a running fetch-assets holds; released when the test ends
+            fcntl.flock(
+                holder.fileno(), fcntl.LOCK_EX
+            )  # what a running fetch-assets holds; released when the test ends
         full = ("--retries", "2") + args
         if case == "plain-http-not-allowed":
             env_flags = [a for a in FAST if a != "--allow-http"]
             out, err = io.StringIO(), io.StringIO()
-            with mock.patch.object(fetch_assets, "STATE_DIR", fetch_assets.STATE_DIR), \
-                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                result = Result(main(["fetch-assets", "--assets-root", str(root), *env_flags, *args]), out.getvalue(), err.getvalue())
+            with (
+                mock.patch.object(fetch_assets, "STATE_DIR", fetch_assets.STATE_DIR),
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+            ):
+                result = Result(
+                    main(["fetch-assets", "--assets-root", str(root), *env_flags, *args]),
+                    out.getvalue(),
+                    err.getvalue(),
+                )
         else:
             start = time.monotonic()
             result = fetch(root, *full)
@@ -414,7 +492,9 @@ def test_an_optional_entry_that_is_not_there_is_skipped(release, tmp_path):
     root = tmp_path / "assets"
     with serve(release.base, status={"/" + RELEASE_FILES["suites"]: 404}) as server:
         result = fetch(root, "--base-url", server.url)
-    assert result.code == 0 and "suites: optional and not available" in result.out and "HTTP 404" in result.out, result.text
+    assert result.code == 0 and "suites: optional and not available" in result.out and "HTTP 404" in result.out, (
+        result.text
+    )
     assert not (root / "datasets/libero_mujoco3.3.2").exists() and (root / DATASET).is_dir()
 
 
@@ -427,12 +507,22 @@ def test_dry_run_and_help(release, tmp_path):
     usage = io.StringIO()
     with contextlib.redirect_stdout(usage):
         assert main(["fetch-assets", "--help"]) == 0
-    for flag in ("--manifest", "--base-url", "--segments", "--keep-tarballs", "--only", "--skip", "--dry-run", "--force"):
+    for flag in (
+        "--manifest",
+        "--base-url",
+        "--segments",
+        "--keep-tarballs",
+        "--only",
+        "--skip",
+        "--dry-run",
+        "--force",
+    ):
         assert flag in usage.getvalue()
     assert "--checkpoint-span" not in usage.getvalue()  # test knobs stay hidden
 
 
 # ---------------------------------------------------------------- the parts
+
 
 def _text(size: int, seed: int) -> bytes:
     words = [random.Random(seed + i).randbytes(random.Random(i).randint(2, 6)).hex() for i in range(500)]
@@ -442,12 +532,16 @@ def _text(size: int, seed: int) -> bytes:
 
 def _blocks(data: bytes, start: int = 0, size: int = 50_000):
     for offset in range(start, len(data), size):
-        yield data[offset:offset + size]
+        yield data[offset : offset + size]
 
 
 @pytest.mark.parametrize("kind", ["gzip-text", "gzip-incompressible", "gzip-two-members", "tar"])
 def test_every_checkpoint_resumes_decoding_and_hashing_exactly(kind):
-    data = _text(600_000, 1) + random.Random(2).randbytes(200_000) if kind != "gzip-incompressible" else random.Random(3).randbytes(700_000)
+    data = (
+        _text(600_000, 1) + random.Random(2).randbytes(200_000)
+        if kind != "gzip-incompressible"
+        else random.Random(3).randbytes(700_000)
+    )
     if kind == "gzip-two-members":
         compressed = gzip.compress(data[:300_000]) + gzip.compress(data[300_000:]) + bytes(100)  # and zero padding
     elif kind == "tar":
@@ -462,19 +556,27 @@ def test_every_checkpoint_resumes_decoding_and_hashing_exactly(kind):
     if kind == "gzip-text":
         assert any(c.bits for c in reader.checkpoints)  # boundaries inside a byte: the primed bits matter
     for checkpoint in reader.checkpoints:
-        resumed = ArchiveReader(_blocks(compressed, checkpoint.in_offset), make_decoder(fmt, 40_000, checkpoint),
-                                in_offset=checkpoint.in_offset, out_offset=checkpoint.out_offset,
-                                hasher=ResumableSha256(checkpoint.sha_state))
-        assert resumed.read() == data[checkpoint.out_offset:]
+        resumed = ArchiveReader(
+            _blocks(compressed, checkpoint.in_offset),
+            make_decoder(fmt, 40_000, checkpoint),
+            in_offset=checkpoint.in_offset,
+            out_offset=checkpoint.out_offset,
+            hasher=ResumableSha256(checkpoint.sha_state),
+        )
+        assert resumed.read() == data[checkpoint.out_offset :]
         assert resumed.hasher.hexdigest() == digest
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda c: c[:-9], "ends early"),
-    (lambda c: c[:5000] + bytes(b ^ 0x55 for b in c[5000:5010]) + c[5010:], "corrupt compressed data"),
-    (lambda c: c[:-8] + bytes(4) + c[-4:], "CRC"),
-    (lambda c: c + b"garbage", "unexpected bytes after the end"),
-], ids=["truncated", "flipped-bytes", "bad-crc", "trailing-garbage"])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda c: c[:-9], "ends early"),
+        (lambda c: c[:5000] + bytes(b ^ 0x55 for b in c[5000:5010]) + c[5010:], "corrupt compressed data"),
+        (lambda c: c[:-8] + bytes(4) + c[-4:], "CRC"),
+        (lambda c: c + b"garbage", "unexpected bytes after the end"),
+    ],
+    ids=["truncated", "flipped-bytes", "bad-crc", "trailing-garbage"],
+)
 @pytest.mark.parametrize("resumable", [True, False], ids=["libz", "stdlib"])
 def test_damaged_gzip_is_an_archive_error(damage, message, resumable):
     compressed = gzip.compress(_text(200_000, 4))
@@ -486,8 +588,9 @@ def test_damaged_gzip_is_an_archive_error(damage, message, resumable):
     assert caught.value.zh
 
 
-@pytest.mark.parametrize("kind, compress", [("gzip", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)],
-                         ids=["gzip", "bz2", "xz"])
+@pytest.mark.parametrize(
+    "kind, compress", [("gzip", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)], ids=["gzip", "bz2", "xz"]
+)
 @pytest.mark.parametrize("block", [7, 100_000], ids=["7-byte-blocks", "100k-blocks"])
 def test_standard_library_decoders_read_concatenated_streams(kind, compress, block):
     data = bytes(600_000) + random.Random(6).randbytes(100_000) + b"abc" * 100_000
@@ -497,8 +600,9 @@ def test_standard_library_decoders_read_concatenated_streams(kind, compress, blo
         ArchiveReader(_blocks(joined[:-60], size=block), StdlibDecoder(kind)).read()
 
 
-@pytest.mark.parametrize("behaviour", [{}, {"ranges": False}, {"drop_after": 70_000, "drops": 4}],
-                         ids=["ranges", "no-ranges", "drops"])
+@pytest.mark.parametrize(
+    "behaviour", [{}, {"ranges": False}, {"drop_after": 70_000, "drops": 4}], ids=["ranges", "no-ranges", "drops"]
+)
 def test_ordered_stream_delivers_in_order_within_its_window(tmp_path, behaviour):
     data = random.Random(5).randbytes(1_000_003)
     (tmp_path / "blob.bin").write_bytes(data)
@@ -520,6 +624,8 @@ def test_progress_shows_bytes_rate_and_eta_per_file_and_overall():
     for _ in range(8):
         progress.add(256 << 10)
     lines = out.getvalue().splitlines()
-    assert lines and all("[1/2] dataset" in line and "/s" in line and "ETA" in line and "| all " in line for line in lines)
+    assert lines and all(
+        "[1/2] dataset" in line and "/s" in line and "ETA" in line and "| all " in line for line in lines
+    )
     assert "2.0 MiB of 2.0 MiB 100%" in lines[-1] or "of 2.0 MiB" in lines[-1]
     assert len(lines) < 8  # throttled

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from entrypoint.findings import Status
-from entrypoint.nccl_log import debug_env, parse_lines, proof_findings, read_logs
+from entrypoint.core.findings import Status
+from entrypoint.fabric.nccl_log import debug_env, parse_lines, proof_findings, read_logs
 
 ROCE_GDR = """\
 node-a:5663:5663 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>
@@ -52,15 +52,18 @@ Traceback (most recent call last): nothing to see here
 """
 
 
-@pytest.mark.parametrize("text, host, kind, net, intra", [
-    pytest.param(ROCE_GDR, "node-a", "rdma-gdr", ["IB"], ["P2P/CUMEM"], id="roce-gdrdma-with-pxn-and-shared"),
-    pytest.param(IBEXT_NO_GDR, "node-b", "rdma", ["IBext_v8"], [], id="ibext-plugin-partly-without-gdr"),
-    pytest.param(SOCKET, "node-c", "socket", ["Socket"], ["P2P/IPC"], id="socket-fallback"),
-    pytest.param(LOCAL, "solo", "local", [], ["P2P/CUMEM", "P2P/direct pointer", "SHM/direct"], id="single-node"),
-    pytest.param(OLD_FORMAT, "old-1", "rdma-gdr", ["IB"], [], id="pre-2.12-channel-format"),
-    pytest.param(PREFIXED_BY_TORCHRUN, "tione-worker-1", "rdma-gdr", ["IBext"], [], id="inside-a-node-log"),
-    pytest.param("x:1:1 [0] NCCL INFO Using network IBext\n", "x", "rdma", [], [], id="init-line-only"),
-])
+@pytest.mark.parametrize(
+    "text, host, kind, net, intra",
+    [
+        pytest.param(ROCE_GDR, "node-a", "rdma-gdr", ["IB"], ["P2P/CUMEM"], id="roce-gdrdma-with-pxn-and-shared"),
+        pytest.param(IBEXT_NO_GDR, "node-b", "rdma", ["IBext_v8"], [], id="ibext-plugin-partly-without-gdr"),
+        pytest.param(SOCKET, "node-c", "socket", ["Socket"], ["P2P/IPC"], id="socket-fallback"),
+        pytest.param(LOCAL, "solo", "local", [], ["P2P/CUMEM", "P2P/direct pointer", "SHM/direct"], id="single-node"),
+        pytest.param(OLD_FORMAT, "old-1", "rdma-gdr", ["IB"], [], id="pre-2.12-channel-format"),
+        pytest.param(PREFIXED_BY_TORCHRUN, "tione-worker-1", "rdma-gdr", ["IBext"], [], id="inside-a-node-log"),
+        pytest.param("x:1:1 [0] NCCL INFO Using network IBext\n", "x", "rdma", [], [], id="init-line-only"),
+    ],
+)
 def test_classify_node(text, host, kind, net, intra):
     proof = parse_lines(text.splitlines())
     assert [n.host for n in proof.nodes] == [host]
@@ -87,20 +90,25 @@ def test_read_logs_per_rank_files(tmp_path):
     (tmp_path / "nccl.dir.2.log").mkdir()
     (tmp_path / "unrelated.txt").write_text(SOCKET.replace("node-c", "node-z"))
     proof = read_logs(tmp_path)
-    assert [(n.host, n.kind, n.version) for n in proof.nodes] == [("node-a", "rdma-gdr", "2.21.5"),
-                                                                   ("node-c", "socket", "2.18.1")]
+    assert [(n.host, n.kind, n.version) for n in proof.nodes] == [
+        ("node-a", "rdma-gdr", "2.21.5"),
+        ("node-c", "socket", "2.18.1"),
+    ]
     assert proof.socket_nodes == ("node-c",)
     assert json.loads(json.dumps(proof.to_json()))["socket_nodes"] == ["node-c"]
     assert read_logs(tmp_path / "missing").nodes == ()
 
 
-@pytest.mark.parametrize("texts, planned, expected", [
-    pytest.param([ROCE_GDR, SOCKET], "roce", ("fabric.proof-socket", Status.WARN), id="socket-while-rdma-planned"),
-    pytest.param([ROCE_GDR, IBEXT_NO_GDR], "roce", ("fabric.proof", Status.PASS), id="rdma-as-planned"),
-    pytest.param([SOCKET], "socket", ("fabric.proof", Status.PASS), id="socket-as-planned"),
-    pytest.param([LOCAL], "local", ("fabric.proof", Status.PASS), id="single-node"),
-    pytest.param(["nothing here"], "roce", None, id="no-evidence"),
-])
+@pytest.mark.parametrize(
+    "texts, planned, expected",
+    [
+        pytest.param([ROCE_GDR, SOCKET], "roce", ("fabric.proof-socket", Status.WARN), id="socket-while-rdma-planned"),
+        pytest.param([ROCE_GDR, IBEXT_NO_GDR], "roce", ("fabric.proof", Status.PASS), id="rdma-as-planned"),
+        pytest.param([SOCKET], "socket", ("fabric.proof", Status.PASS), id="socket-as-planned"),
+        pytest.param([LOCAL], "local", ("fabric.proof", Status.PASS), id="single-node"),
+        pytest.param(["nothing here"], "roce", None, id="no-evidence"),
+    ],
+)
 def test_proof_findings(texts, planned, expected):
     findings = proof_findings(parse_lines("\n".join(texts).splitlines()), planned)
     assert [(f.id, f.status) for f in findings] == ([expected] if expected else [])
@@ -109,13 +117,19 @@ def test_proof_findings(texts, planned, expected):
         assert findings[0].hint.zh and findings[0].message.zh
 
 
-@pytest.mark.parametrize("platform, expected", [
-    pytest.param({}, {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
-                      "NCCL_DEBUG_FILE": "/cfs/logs/job/nccl.%h.%p.log"}, id="ours"),
-    pytest.param({"NCCL_DEBUG": "WARN"}, {}, id="user-level-kept"),
-    pytest.param({"NCCL_DEBUG": ""}, {}, id="user-empty-kept"),
-    pytest.param({"NCCL_DEBUG_FILE": "/tmp/mine.%p"}, {}, id="user-file-kept"),
-    pytest.param({"NCCL_DEBUG_SUBSYS": "COLL"}, {}, id="user-subsys-kept"),
-])
+@pytest.mark.parametrize(
+    "platform, expected",
+    [
+        pytest.param(
+            {},
+            {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "NCCL_DEBUG_FILE": "/cfs/logs/job/nccl.%h.%p.log"},
+            id="ours",
+        ),
+        pytest.param({"NCCL_DEBUG": "WARN"}, {}, id="user-level-kept"),
+        pytest.param({"NCCL_DEBUG": ""}, {}, id="user-empty-kept"),
+        pytest.param({"NCCL_DEBUG_FILE": "/tmp/mine.%p"}, {}, id="user-file-kept"),
+        pytest.param({"NCCL_DEBUG_SUBSYS": "COLL"}, {}, id="user-subsys-kept"),
+    ],
+)
 def test_debug_env(platform, expected):
     assert debug_env("/cfs/logs/job/", platform) == expected

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.openpi import save_steps
-from entrypoint.resume import decide_resume, set_aside
-from entrypoint.settings import load_settings
+from entrypoint.core.settings import load_settings
+from entrypoint.inspect.openpi import save_steps
+from entrypoint.inspect.resume import decide_resume, set_aside
 from tests.synthetic import make_checkpoint
 
 
@@ -14,16 +14,20 @@ def decide(world, **env):
     return decide_resume(load_settings({**world.env, **env}))
 
 
-@pytest.mark.parametrize("layout, action, step", [
-    ([], "fresh", None),
-    ([(25, True, None)], "resume", 25),
-    ([(25, True, None), (49, True, None)], "resume", 49),
-    ([(25, True, None), (49, False, None)], "resume", 25),  # tmp_49 leftover
-    ([(25, True, None), (49, True, "model.safetensors")], "resume", 25),
-    ([(25, True, None), (49, True, "optimizer.pt")], "resume", 25),
-    ([(25, True, "metadata.pt")], "fresh", None),
-    ([(3, False, None)], "fresh", None),
-], ids=["empty", "one", "newest", "tmp-leftover", "no-model", "no-optimizer", "only-incomplete", "only-tmp"])
+@pytest.mark.parametrize(
+    "layout, action, step",
+    [
+        ([], "fresh", None),
+        ([(25, True, None)], "resume", 25),
+        ([(25, True, None), (49, True, None)], "resume", 49),
+        ([(25, True, None), (49, False, None)], "resume", 25),  # tmp_49 leftover
+        ([(25, True, None), (49, True, "model.safetensors")], "resume", 25),
+        ([(25, True, None), (49, True, "optimizer.pt")], "resume", 25),
+        ([(25, True, "metadata.pt")], "fresh", None),
+        ([(3, False, None)], "fresh", None),
+    ],
+    ids=["empty", "one", "newest", "tmp-leftover", "no-model", "no-optimizer", "only-incomplete", "only-tmp"],
+)
 def test_resume_decisions(world, layout, action, step):
     world.experiment.mkdir(parents=True)
     for s, complete, missing in layout:
@@ -65,12 +69,15 @@ def test_finished_experiment_warns(world):
     assert "resume.finished" in [f.id for f in decision.findings]
 
 
-@pytest.mark.parametrize("steps, interval, after, expected", [
-    (50, 25, 0, [25, 49, 50]),
-    (30, 10, 0, [10, 20, 29, 30]),
-    (7, 3, 0, [3, 6]),
-    (50, 25, 25, [49, 50]),
-    (1, 5, 0, []),
-])
+@pytest.mark.parametrize(
+    "steps, interval, after, expected",
+    [
+        (50, 25, 0, [25, 49, 50]),
+        (30, 10, 0, [10, 20, 29, 30]),
+        (7, 3, 0, [3, 6]),
+        (50, 25, 25, [49, 50]),
+        (1, 5, 0, []),
+    ],
+)
 def test_openpi_save_rule(steps, interval, after, expected):
     assert save_steps(steps, interval, after) == expected

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 from packaging import tags
 
-from entrypoint.download import sha256_of
-from entrypoint.environment import EnvPlan
-from entrypoint.findings import exit_code_of
-from entrypoint.settings import TACO_WHEEL_URL, load_settings
-from entrypoint.taco import PROFILE_FEATURES, TacoActivation, TacoPlan, activate_taco, plan_taco
-from entrypoint.taco_bake import BakeError, bake, main as bake_main
-from entrypoint.taco_summary import parse_summary
-from entrypoint.text import Text
+from entrypoint.core.findings import exit_code_of
+from entrypoint.core.messages import Text
+from entrypoint.core.settings import TACO_WHEEL_URL, load_settings
+from entrypoint.inspect.environment import EnvPlan
+from entrypoint.net.download import sha256_of
+from entrypoint.taco.bake import BakeError, bake
+from entrypoint.taco.bake import main as bake_main
+from entrypoint.taco.plan import PROFILE_FEATURES, TacoActivation, TacoPlan, activate_taco, plan_taco
+from entrypoint.taco.summary import parse_summary
 from tests.taco.build_wheel import CP312, build_wheel, interpreter_tag
 from tests.taco.server import serve_directory
 
@@ -38,11 +39,17 @@ def no_proxy(monkeypatch):
 
 def python(minor: int) -> list[tags.Tag]:
     """The tags of CPython 3.<minor> on x86-64 Linux."""
-    return list(tags.cpython_tags((3, minor), platforms=PLATFORMS)) + list(tags.compatible_tags((3, minor), platforms=PLATFORMS))
+    return list(tags.cpython_tags((3, minor), platforms=PLATFORMS)) + list(
+        tags.compatible_tags((3, minor), platforms=PLATFORMS)
+    )
 
 
 def settings(tmp_path: Path, **variables: str):
-    env = {"VLA_BAKED_JOB_FILE": str(tmp_path / "no-baked.yaml"), "VLA_ASSETS_ROOT": str(tmp_path / "assets"), **variables}
+    env = {
+        "VLA_BAKED_JOB_FILE": str(tmp_path / "no-baked.yaml"),
+        "VLA_ASSETS_ROOT": str(tmp_path / "assets"),
+        **variables,
+    }
     return load_settings(env)
 
 
@@ -62,13 +69,18 @@ def baked_dir(tmp_path: Path) -> Path:
 
 # ---- planning: pure, over Python 3.12 (the VLA base) unless a case says otherwise ----
 
-@pytest.mark.parametrize("wheel, minor, status, reason", [
-    (CP312_WHEEL, 11, "skipped", "built for cp312-cp312-linux_x86_64, which this interpreter, CPython 3.11"),
-    (CP312_WHEEL, 13, "skipped", "built for cp312-cp312-linux_x86_64, which this interpreter, CPython 3.13"),
-    (CP312_WHEEL, 12, "install", "is installed at start"),
-    ("taco_train-0.1.0-cp313-cp313-manylinux_2_28_x86_64.whl", 13, "install", "is installed at start"),
-    ("taco_train-0.1.0-py3-none-any.whl", 13, "install", "is installed at start"),
-], ids=["cp312-on-3.11", "cp312-on-3.13", "cp312-on-3.12", "manylinux-cp313-on-3.13", "pure-python"])
+
+@pytest.mark.parametrize(
+    "wheel, minor, status, reason",
+    [
+        (CP312_WHEEL, 11, "skipped", "built for cp312-cp312-linux_x86_64, which this interpreter, CPython 3.11"),
+        (CP312_WHEEL, 13, "skipped", "built for cp312-cp312-linux_x86_64, which this interpreter, CPython 3.13"),
+        (CP312_WHEEL, 12, "install", "is installed at start"),
+        ("taco_train-0.1.0-cp313-cp313-manylinux_2_28_x86_64.whl", 13, "install", "is installed at start"),
+        ("taco_train-0.1.0-py3-none-any.whl", 13, "install", "is installed at start"),
+    ],
+    ids=["cp312-on-3.11", "cp312-on-3.13", "cp312-on-3.12", "manylinux-cp313-on-3.13", "pure-python"],
+)
 def test_the_wheel_tag_decides(tmp_path, wheel, minor, status, reason):
     (tmp_path / wheel).touch()
     plan = plan_taco(settings(tmp_path, VLA_TACO_WHEEL=str(tmp_path / wheel)), {}, python(minor), tmp_path / "none")
@@ -82,37 +94,132 @@ PLAN_CASES = [
     # id, variables ({wheels} = a folder holding CP312_WHEEL), baked folder, status, findings, exit code
     ("off", {"VLA_TACO": "off"}, "ok", "off", {"taco.wheel": "pass"}, 0),
     ("baked", {}, "ok", "baked", {"taco.wheel": "pass"}, 0),
-    ("baked-wins-over-an-explicit-wheel", {"VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL}, "ok", "baked",
-     {"taco.wheel": "pass", "taco.wheel-ignored": "warn"}, 0),
+    (
+        "baked-wins-over-an-explicit-wheel",
+        {"VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL},
+        "ok",
+        "baked",
+        {"taco.wheel": "pass", "taco.wheel-ignored": "warn"},
+        0,
+    ),
     ("baked-pinned", {"VLA_TACO_WHEEL_SHA256": BAKED_SHA.upper()}, "ok", "baked", {"taco.wheel": "pass"}, 0),
-    ("baked-pin-mismatch-on", {"VLA_TACO": "on", "VLA_TACO_WHEEL_SHA256": "0" * 64}, "ok", "skipped", {"taco.wheel": "fail"}, 3),
+    (
+        "baked-pin-mismatch-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL_SHA256": "0" * 64},
+        "ok",
+        "skipped",
+        {"taco.wheel": "fail"},
+        3,
+    ),
     ("baked-folder-broken", {}, "broken", "skipped", {"taco.wheel": "warn"}, 0),
     ("baked-for-another-python", {}, "cp313", "skipped", {"taco.wheel": "warn"}, 0),
     ("default-url-unpinned", {}, None, "install", {"taco.wheel": "pass", "taco.checksum": "warn"}, 0),
     ("default-url-pinned", {"VLA_TACO_WHEEL_SHA256": "a" * 64}, None, "install", {"taco.wheel": "pass"}, 0),
-    ("local-file", {"VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL}, None, "install", {"taco.wheel": "pass", "taco.checksum": "warn"}, 0),
-    ("file-url", {"VLA_TACO_WHEEL": "file://{wheels}/" + CP312_WHEEL}, None, "install", {"taco.wheel": "pass", "taco.checksum": "warn"}, 0),
-    ("relative-to-assets-root", {"VLA_TACO_WHEEL": "code/" + CP312_WHEEL}, None, "install", {"taco.wheel": "pass", "taco.checksum": "warn"}, 0),
-    ("missing-file-auto", {"VLA_TACO_WHEEL": "{wheels}/taco_train-9-cp312-cp312-linux_x86_64.whl"}, None, "skipped", {"taco.wheel": "warn"}, 0),
-    ("missing-file-on", {"VLA_TACO": "on", "VLA_TACO_WHEEL": "{wheels}/taco_train-9-cp312-cp312-linux_x86_64.whl"}, None, "skipped",
-     {"taco.wheel": "fail"}, 3),
+    (
+        "local-file",
+        {"VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL},
+        None,
+        "install",
+        {"taco.wheel": "pass", "taco.checksum": "warn"},
+        0,
+    ),
+    (
+        "file-url",
+        {"VLA_TACO_WHEEL": "file://{wheels}/" + CP312_WHEEL},
+        None,
+        "install",
+        {"taco.wheel": "pass", "taco.checksum": "warn"},
+        0,
+    ),
+    (
+        "relative-to-assets-root",
+        {"VLA_TACO_WHEEL": "code/" + CP312_WHEEL},
+        None,
+        "install",
+        {"taco.wheel": "pass", "taco.checksum": "warn"},
+        0,
+    ),
+    (
+        "missing-file-auto",
+        {"VLA_TACO_WHEEL": "{wheels}/taco_train-9-cp312-cp312-linux_x86_64.whl"},
+        None,
+        "skipped",
+        {"taco.wheel": "warn"},
+        0,
+    ),
+    (
+        "missing-file-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL": "{wheels}/taco_train-9-cp312-cp312-linux_x86_64.whl"},
+        None,
+        "skipped",
+        {"taco.wheel": "fail"},
+        3,
+    ),
     ("no-wheel-auto", {"VLA_TACO_WHEEL": "none"}, None, "skipped", {"taco.wheel": "warn"}, 0),
     ("no-wheel-on", {"VLA_TACO": "on", "VLA_TACO_WHEEL": "none"}, None, "skipped", {"taco.wheel": "fail"}, 3),
-    ("http-refused-auto", {"VLA_TACO_WHEEL": "http://mirror.example/" + CP312_WHEEL}, None, "skipped", {"taco.wheel": "warn"}, 0),
-    ("http-refused-on", {"VLA_TACO": "on", "VLA_TACO_WHEEL": "http://mirror.example/" + CP312_WHEEL}, None, "skipped",
-     {"taco.wheel": "fail"}, 2),
-    ("http-allowed", {"VLA_TACO_WHEEL": "http://mirror.example/" + CP312_WHEEL, "VLA_TACO_ALLOW_HTTP": "1"}, None, "install",
-     {"taco.wheel": "pass", "taco.checksum": "warn"}, 0),
-    ("ftp-on", {"VLA_TACO": "on", "VLA_TACO_WHEEL": "ftp://mirror.example/" + CP312_WHEEL}, None, "skipped", {"taco.wheel": "fail"}, 2),
-    ("malformed-sha256-on", {"VLA_TACO": "on", "VLA_TACO_WHEEL_SHA256": "abc"}, None, "skipped", {"taco.wheel": "fail"}, 2),
+    (
+        "http-refused-auto",
+        {"VLA_TACO_WHEEL": "http://mirror.example/" + CP312_WHEEL},
+        None,
+        "skipped",
+        {"taco.wheel": "warn"},
+        0,
+    ),
+    (
+        "http-refused-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL": "http://mirror.example/" + CP312_WHEEL},
+        None,
+        "skipped",
+        {"taco.wheel": "fail"},
+        2,
+    ),
+    (
+        "http-allowed",
+        {"VLA_TACO_WHEEL": "http://mirror.example/" + CP312_WHEEL, "VLA_TACO_ALLOW_HTTP": "1"},
+        None,
+        "install",
+        {"taco.wheel": "pass", "taco.checksum": "warn"},
+        0,
+    ),
+    (
+        "ftp-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL": "ftp://mirror.example/" + CP312_WHEEL},
+        None,
+        "skipped",
+        {"taco.wheel": "fail"},
+        2,
+    ),
+    (
+        "malformed-sha256-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL_SHA256": "abc"},
+        None,
+        "skipped",
+        {"taco.wheel": "fail"},
+        2,
+    ),
     ("not-a-wheel", {"VLA_TACO_WHEEL": "https://cos.example/taco.tar.gz"}, None, "skipped", {"taco.wheel": "warn"}, 0),
-    ("another-package", {"VLA_TACO_WHEEL": "https://cos.example/torch-2.6-cp312-cp312-linux_x86_64.whl"}, None, "skipped",
-     {"taco.wheel": "warn"}, 0),
-    ("unknown-feature", {"VLA_TACO_FEATURES": "tf32,tf23"}, "ok", "baked", {"taco.wheel": "pass", "taco.features": "warn"}, 0),
+    (
+        "another-package",
+        {"VLA_TACO_WHEEL": "https://cos.example/torch-2.6-cp312-cp312-linux_x86_64.whl"},
+        None,
+        "skipped",
+        {"taco.wheel": "warn"},
+        0,
+    ),
+    (
+        "unknown-feature",
+        {"VLA_TACO_FEATURES": "tf32,tf23"},
+        "ok",
+        "baked",
+        {"taco.wheel": "pass", "taco.features": "warn"},
+        0,
+    ),
 ]
 
 
-@pytest.mark.parametrize("variables, baked, status, findings, code", [c[1:] for c in PLAN_CASES], ids=[c[0] for c in PLAN_CASES])
+@pytest.mark.parametrize(
+    "variables, baked, status, findings, code", [c[1:] for c in PLAN_CASES], ids=[c[0] for c in PLAN_CASES]
+)
 def test_plan(tmp_path, baked_dir, variables, baked, status, findings, code):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -122,12 +229,20 @@ def test_plan(tmp_path, baked_dir, variables, baked, status, findings, code):
     if baked == "broken":
         (baked_dir / "WHEEL.json").write_text("{not json")
     elif baked == "cp313":
-        (baked_dir / "WHEEL.json").write_text(json.dumps({"file": "taco_train-1-cp313-cp313-linux_x86_64.whl", "sha256": BAKED_SHA}))
+        (baked_dir / "WHEEL.json").write_text(
+            json.dumps({"file": "taco_train-1-cp313-cp313-linux_x86_64.whl", "sha256": BAKED_SHA})
+        )
     values = {k: v.replace("{wheels}", str(wheels)) for k, v in variables.items()}
-    plan = plan_taco(settings(tmp_path, **values), {}, python(12), baked_dir if baked else tmp_path / "none", tmp_path / "prefix")
+    plan = plan_taco(
+        settings(tmp_path, **values), {}, python(12), baked_dir if baked else tmp_path / "none", tmp_path / "prefix"
+    )
     assert (plan.status, statuses(plan), exit_code_of(list(plan.findings))) == (status, findings, code)
     for finding in plan.findings:
-        assert finding.message.en and finding.message.zh and (finding.status.value == "pass" or (finding.hint and finding.hint.zh))
+        assert (
+            finding.message.en
+            and finding.message.zh
+            and (finding.status.value == "pass" or (finding.hint and finding.hint.zh))
+        )
     data = plan.to_json()
     assert {"status", "reason", "wheel", "features"} <= set(data) and data["status"] == status
     if status in ("baked", "install"):
@@ -145,27 +260,40 @@ def test_plan_json_hides_a_signed_urls_query(tmp_path):
     assert "secret" not in json.dumps([data] + [f.to_json() for f in plan.findings])
 
 
-@pytest.mark.parametrize("old, expected", [
-    (None, "{p}:{p}/taco_train/prelude"),
-    ("", "{p}:{p}/taco_train/prelude"),
-    ("/workspace/openpi/src:/extra", "{p}:{p}/taco_train/prelude:/workspace/openpi/src:/extra"),
-], ids=["unset", "empty", "kept"])
+@pytest.mark.parametrize(
+    "old, expected",
+    [
+        (None, "{p}:{p}/taco_train/prelude"),
+        ("", "{p}:{p}/taco_train/prelude"),
+        ("/workspace/openpi/src:/extra", "{p}:{p}/taco_train/prelude:/workspace/openpi/src:/extra"),
+    ],
+    ids=["unset", "empty", "kept"],
+)
 def test_pythonpath_keeps_the_old_value(tmp_path, baked_dir, old, expected):
     env = {} if old is None else {"PYTHONPATH": old}
     plan = plan_taco(settings(tmp_path), env, python(12), baked_dir)
     assert plan.env.set["PYTHONPATH"] == expected.replace("{p}", str(baked_dir))
 
 
-@pytest.mark.parametrize("config, override, inherited, features, kept", [
-    ("pi05_libero", None, {}, OPENPI, {}),
-    ("pi0_aloha_sim", None, {}, OPENPI, {}),
-    ("debug_pi05", None, {}, OPENPI, {}),
-    ("wan2.2_t2v", None, {}, WAN, {}),
-    ("fastwam_base", None, {}, "auto", {}),
-    ("pi05_libero", "tf32,cudnn_benchmark", {}, "tf32,cudnn_benchmark", {}),
-    ("pi05_libero", "tf32", {"TACO_TRAIN_FEATURES": "memory", "TACO_TRAIN_REPORT": "0"}, "memory",
-     {"TACO_TRAIN_FEATURES": "memory", "TACO_TRAIN_REPORT": "0"}),
-], ids=["pi05", "pi0", "debug", "wan2.2", "other-is-auto", "override", "user-set-wins"])
+@pytest.mark.parametrize(
+    "config, override, inherited, features, kept",
+    [
+        ("pi05_libero", None, {}, OPENPI, {}),
+        ("pi0_aloha_sim", None, {}, OPENPI, {}),
+        ("debug_pi05", None, {}, OPENPI, {}),
+        ("wan2.2_t2v", None, {}, WAN, {}),
+        ("fastwam_base", None, {}, "auto", {}),
+        ("pi05_libero", "tf32,cudnn_benchmark", {}, "tf32,cudnn_benchmark", {}),
+        (
+            "pi05_libero",
+            "tf32",
+            {"TACO_TRAIN_FEATURES": "memory", "TACO_TRAIN_REPORT": "0"},
+            "memory",
+            {"TACO_TRAIN_FEATURES": "memory", "TACO_TRAIN_REPORT": "0"},
+        ),
+    ],
+    ids=["pi05", "pi0", "debug", "wan2.2", "other-is-auto", "override", "user-set-wins"],
+)
 def test_features_follow_the_model_profile(tmp_path, baked_dir, config, override, inherited, features, kept):
     variables = {"VLA_TRAIN_CONFIG": config, **({"VLA_TACO_FEATURES": override} if override else {})}
     plan = plan_taco(settings(tmp_path, **variables), inherited, python(12), baked_dir)
@@ -175,6 +303,7 @@ def test_features_follow_the_model_profile(tmp_path, baked_dir, config, override
 
 
 # ---- activation: real pip, stand-in wheels tagged for this interpreter ----
+
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, Path]:
@@ -186,11 +315,18 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def activate(tmp_path: Path, source: str, mode: str = "auto", inherited: dict[str, str] | None = None, **variables: str):
+def activate(
+    tmp_path: Path, source: str, mode: str = "auto", inherited: dict[str, str] | None = None, **variables: str
+):
     """Plan and activate like launch does; returns (plan, activation, console output)."""
     base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/old/path", **(inherited or {})}
-    plan = plan_taco(settings(tmp_path, VLA_TACO=mode, VLA_TACO_WHEEL=source, VLA_TACO_FEATURES="tf32,dataloader", **variables),
-                     base, None, tmp_path / "no-baked", tmp_path / "tmp" / "site-packages")
+    plan = plan_taco(
+        settings(tmp_path, VLA_TACO=mode, VLA_TACO_WHEEL=source, VLA_TACO_FEATURES="tf32,dataloader", **variables),
+        base,
+        None,
+        tmp_path / "no-baked",
+        tmp_path / "tmp" / "site-packages",
+    )
     out = io.StringIO()
     env = plan.env.apply(base)
     return plan, activate_taco(plan, env, out, lang="en"), out.getvalue()
@@ -198,8 +334,13 @@ def activate(tmp_path: Path, source: str, mode: str = "auto", inherited: dict[st
 
 def run_rank0(env: dict[str, str], marks: Path) -> str:
     """A process like a training rank: the prelude runs at start-up and reports at exit."""
-    result = subprocess.run([sys.executable, "-c", "print('training')"], env={**env, "RANK": "0", "TACO_STANDIN_MARKS": str(marks)},
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", "print('training')"],
+        env={**env, "RANK": "0", "TACO_STANDIN_MARKS": str(marks)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return result.stdout
 
 
@@ -215,14 +356,19 @@ def test_install_from_a_local_file_then_ranks_apply_and_report(tmp_path, wheels)
     marks = [json.loads(line) for line in (tmp_path / "marks.jsonl").read_text().splitlines()]
     assert [(m["rank"], m["applied"]) for m in marks] == [("0", ["tf32", "dataloader"])]
     outcome = activation.outcome(parse_summary(stdout), node_rank=0)
-    assert outcome.verdict == "applied" and "2 of 2 requested feature(s) applied: tf32 applied ×1, dataloader applied ×1" in outcome.message.en
+    assert (
+        outcome.verdict == "applied"
+        and "2 of 2 requested feature(s) applied: tf32 applied ×1, dataloader applied ×1" in outcome.message.en
+    )
     assert json.loads(json.dumps(activation.to_json()))["status"] == "active"
 
 
 def test_install_from_a_local_http_server_with_a_pinned_checksum(tmp_path, wheels):
     with serve_directory(wheels["native"].parent) as base:
         url = f"{base}/{wheels['native'].name.replace('+', '%2B')}"
-        _, activation, out = activate(tmp_path, url, VLA_TACO_ALLOW_HTTP="1", VLA_TACO_WHEEL_SHA256=sha256_of(wheels["native"]))
+        _, activation, out = activate(
+            tmp_path, url, VLA_TACO_ALLOW_HTTP="1", VLA_TACO_WHEEL_SHA256=sha256_of(wheels["native"])
+        )
     assert activation.status == "active", out
     assert f"download {wheels['native'].name}: done" in out and "unpinned" not in out
     assert not (tmp_path / "tmp" / "download" / wheels["native"].name).exists()  # the download is not kept
@@ -239,10 +385,14 @@ def test_a_checksum_mismatch_is_refused_and_never_installed(tmp_path, wheels, mo
     assert activation.outcome(None, 0).verdict == "not-used"
 
 
-@pytest.mark.parametrize("kind, text", [
-    ("404", "HTTP 404"),
-    ("broken-prelude", "prelude exploded"),
-], ids=["download-fails", "prelude-fails-to-import"])
+@pytest.mark.parametrize(
+    "kind, text",
+    [
+        ("404", "HTTP 404"),
+        ("broken-prelude", "prelude exploded"),
+    ],
+    ids=["download-fails", "prelude-fails-to-import"],
+)
 def test_activation_failures_are_warnings_in_auto_mode(tmp_path, wheels, kind, text):
     wheel = wheels["broken" if kind == "broken-prelude" else "native"]
     with serve_directory(tmp_path if kind == "404" else wheel.parent) as base:
@@ -270,13 +420,21 @@ def test_a_baked_prefix_is_used_without_installing(tmp_path, wheels):
     assert activation.status == "active" and set(activation.seconds) == {"verify", "total"}
 
 
-# ---- build time: python3 -m entrypoint.taco_bake WHEEL_DIR PREFIX ----
+# ---- build time: python3 -m entrypoint.taco.bake WHEEL_DIR PREFIX ----
 
-@pytest.mark.parametrize("content, text", [
-    ([], "must hold exactly one taco_train-*.whl; it holds nothing"),
-    (["native", "wrong"], "must hold exactly one taco_train-*.whl; it holds taco_train-"),
-    (["wrong"], f"is tagged {WRONG_TAG}, but this image's python3 is CPython {sys.version_info[0]}.{sys.version_info[1]}"),
-], ids=["no-wheel", "two-wheels", "wrong-tag"])
+
+@pytest.mark.parametrize(
+    "content, text",
+    [
+        ([], "must hold exactly one taco_train-*.whl; it holds nothing"),
+        (["native", "wrong"], "must hold exactly one taco_train-*.whl; it holds taco_train-"),
+        (
+            ["wrong"],
+            f"is tagged {WRONG_TAG}, but this image's python3 is CPython {sys.version_info[0]}.{sys.version_info[1]}",
+        ),
+    ],
+    ids=["no-wheel", "two-wheels", "wrong-tag"],
+)
 def test_bake_refuses_with_a_clear_message(tmp_path, wheels, capsys, content, text):
     folder = tmp_path / "context"
     folder.mkdir()
@@ -293,26 +451,72 @@ def test_bake_refuses_with_a_clear_message(tmp_path, wheels, capsys, content, te
 
 # ---- the end-of-job verdict ----
 
-def _activation(status: str, features: str | None = "openpi_compile,tf32", env: dict[str, str] | None = None) -> TacoActivation:
-    plan = TacoPlan("auto", "baked" if status == "active" else "skipped", Text("why", "原因"), "openpi", (), EnvPlan(), features)
+
+def _activation(
+    status: str, features: str | None = "openpi_compile,tf32", env: dict[str, str] | None = None
+) -> TacoActivation:
+    plan = TacoPlan(
+        "auto", "baked" if status == "active" else "skipped", Text("why", "原因"), "openpi", (), EnvPlan(), features
+    )
     full = {"TACO_TRAIN_FEATURES": features, **(env or {})} if features and status == "active" else dict(env or {})
     return TacoActivation(status, full, plan)
 
 
-@pytest.mark.parametrize("status, features, env, summary, node, verdict, text", [
-    ("off", None, None, None, 0, "off", "TACO: off"),
-    ("skipped", None, None, None, 0, "not-used", "NOT USED — training ran without acceleration (why)"),
-    ("active", "openpi_compile,tf32", None, None, 0, "unconfirmed", "UNCONFIRMED — rank 0 printed no"),
-    ("active", "openpi_compile,tf32", None, None, 1, "on-node-0", "summary is in node 0's log"),
-    ("active", "openpi_compile,tf32", None, {"openpi_compile": "applied ×3", "tf32": "applied ×1", "memory": "off"}, 0, "applied",
-     "APPLIED — 2 of 2 requested feature(s) applied: openpi_compile applied ×3, tf32 applied ×1"),
-    ("active", "openpi_compile,tf32", None, {"openpi_compile": "n/a (openpi not installed)", "tf32": "applied ×1"}, 0, "partial",
-     "PARTIAL — 1 of 2 requested feature(s) applied: tf32 applied ×1; not applied: openpi_compile n/a (openpi not installed)"),
-    ("active", "openpi_compile,tf32", None, {"memory": "off"}, 0, "not-applied",
-     "NOT APPLIED — 0 of 2 requested feature(s) applied: none; not applied: openpi_compile (not in the summary), tf32 (not in the summary)"),
-    ("active", "auto", None, {"tf32": "applied ×1", "memory": "off"}, 0, "applied", "APPLIED — 1 feature(s) applied: tf32 applied ×1"),
-    ("active", "tf32", {"TACO_TRAIN_ALL": "1"}, {"tf32": "off"}, 0, "not-applied", "NOT APPLIED — 0 feature(s) applied"),
-], ids=["off", "not-used", "unconfirmed", "other-node", "applied", "partial", "none-applied", "auto", "all-forced"])
+@pytest.mark.parametrize(
+    "status, features, env, summary, node, verdict, text",
+    [
+        ("off", None, None, None, 0, "off", "TACO: off"),
+        ("skipped", None, None, None, 0, "not-used", "NOT USED — training ran without acceleration (why)"),
+        ("active", "openpi_compile,tf32", None, None, 0, "unconfirmed", "UNCONFIRMED — rank 0 printed no"),
+        ("active", "openpi_compile,tf32", None, None, 1, "on-node-0", "summary is in node 0's log"),
+        (
+            "active",
+            "openpi_compile,tf32",
+            None,
+            {"openpi_compile": "applied ×3", "tf32": "applied ×1", "memory": "off"},
+            0,
+            "applied",
+            "APPLIED — 2 of 2 requested feature(s) applied: openpi_compile applied ×3, tf32 applied ×1",
+        ),
+        (
+            "active",
+            "openpi_compile,tf32",
+            None,
+            {"openpi_compile": "n/a (openpi not installed)", "tf32": "applied ×1"},
+            0,
+            "partial",
+            "PARTIAL — 1 of 2 requested feature(s) applied: tf32 applied ×1; not applied: openpi_compile n/a (openpi not installed)",
+        ),
+        (
+            "active",
+            "openpi_compile,tf32",
+            None,
+            {"memory": "off"},
+            0,
+            "not-applied",
+            "NOT APPLIED — 0 of 2 requested feature(s) applied: none; not applied: openpi_compile (not in the summary), tf32 (not in the summary)",
+        ),
+        (
+            "active",
+            "auto",
+            None,
+            {"tf32": "applied ×1", "memory": "off"},
+            0,
+            "applied",
+            "APPLIED — 1 feature(s) applied: tf32 applied ×1",
+        ),
+        (
+            "active",
+            "tf32",
+            {"TACO_TRAIN_ALL": "1"},
+            {"tf32": "off"},
+            0,
+            "not-applied",
+            "NOT APPLIED — 0 feature(s) applied",
+        ),
+    ],
+    ids=["off", "not-used", "unconfirmed", "other-node", "applied", "partial", "none-applied", "auto", "all-forced"],
+)
 def test_outcome_is_visible_at_a_glance(status, features, env, summary, node, verdict, text):
     outcome = _activation(status, features, env).outcome(summary, node)
     assert outcome.verdict == verdict and text in outcome.message.en and outcome.message.zh

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.taco_summary import SummaryReader, applied_count, parse_summary
+from entrypoint.taco.summary import SummaryReader, applied_count, parse_summary
 
 UNICODE = """\
 step=40 loss=0.1234
@@ -18,7 +18,12 @@ step=40 loss=0.1234
 ╰──────────────────────────────────────────────╯
 Saved checkpoint at step 50 -> /x/50
 """
-EXPECTED = {"openpi_skip_outer_checkpoint": "applied ×1", "openpi_compile": "applied ×3", "tf32": "applied ×1", "cudnn_benchmark": "off"}
+EXPECTED = {
+    "openpi_skip_outer_checkpoint": "applied ×1",
+    "openpi_compile": "applied ×3",
+    "tf32": "applied ×1",
+    "cudnn_benchmark": "off",
+}
 
 ASCII = """\
 +------------------------------------------+
@@ -68,18 +73,31 @@ HEADER_ROW = """\
 MENTION = "vla-entrypoint: rank 0 printed no 'taco-train — optimization summary' box\ntf32 applied ×1\n"
 
 
-@pytest.mark.parametrize("text, expected", [
-    (UNICODE, EXPECTED),
-    (ASCII, {"openpi_compile": "n/a (openpi not installed)", "tf32": "applied x2"}),
-    (PLAIN, {"tf32": "applied ×1", "memory": "off"}),
-    (PREFIXED, {"tf32": "applied ×1", "gc_tuning": "applied ×1"}),
-    (TWO_BOXES, EXPECTED),
-    (TRUNCATED, {"tf32": "applied ×1", "memory": "off"}),
-    (HEADER_ROW, {"tf32": "applied ×1"}),
-    (MENTION, None),
-    ("step=1 loss=2\n", None),
-], ids=["unicode-box", "ascii-box", "no-borders", "torchrun-prefix-interleaved-ansi", "last-box-wins", "cut-off-at-exit",
-        "header-row", "a-mention-is-no-box", "no-box"])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (UNICODE, EXPECTED),
+        (ASCII, {"openpi_compile": "n/a (openpi not installed)", "tf32": "applied x2"}),
+        (PLAIN, {"tf32": "applied ×1", "memory": "off"}),
+        (PREFIXED, {"tf32": "applied ×1", "gc_tuning": "applied ×1"}),
+        (TWO_BOXES, EXPECTED),
+        (TRUNCATED, {"tf32": "applied ×1", "memory": "off"}),
+        (HEADER_ROW, {"tf32": "applied ×1"}),
+        (MENTION, None),
+        ("step=1 loss=2\n", None),
+    ],
+    ids=[
+        "unicode-box",
+        "ascii-box",
+        "no-borders",
+        "torchrun-prefix-interleaved-ansi",
+        "last-box-wins",
+        "cut-off-at-exit",
+        "header-row",
+        "a-mention-is-no-box",
+        "no-box",
+    ],
+)
 def test_parse_summary(text, expected):
     assert parse_summary(text) == expected
 
@@ -89,12 +107,21 @@ def test_streamed_in_any_chunks(size):
     reader = SummaryReader()
     text = UNICODE.replace("\n", "\r\n")
     for start in range(0, len(text), size):
-        reader.feed(text[start:start + size])
+        reader.feed(text[start : start + size])
     assert reader.close() == EXPECTED
 
 
-@pytest.mark.parametrize("status, count", [
-    ("applied ×3", 3), ("applied x2", 2), ("Applied", 1), ("off", None), ("n/a (openpi not installed)", None), ("not applied", None),
-], ids=["times", "ascii-x", "bare", "off", "n/a", "not-applied"])
+@pytest.mark.parametrize(
+    "status, count",
+    [
+        ("applied ×3", 3),
+        ("applied x2", 2),
+        ("Applied", 1),
+        ("off", None),
+        ("n/a (openpi not installed)", None),
+        ("not applied", None),
+    ],
+    ids=["times", "ascii-x", "bare", "off", "n/a", "not-applied"],
+)
 def test_applied_count(status, count):
     assert applied_count(status) == count

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.host import Host
-from entrypoint.text import Problem
-from entrypoint.topology import resolve_topology
+from entrypoint.core.host import Host
+from entrypoint.core.messages import Problem
+from entrypoint.inspect.topology import resolve_topology
 
 
 def host_with(world, env: dict[str, str]) -> Host:
@@ -16,29 +16,79 @@ def host_with(world, env: dict[str, str]) -> Host:
 @pytest.mark.parametrize(
     "env, gpus, expected",
     [
-        pytest.param({"GPU_NUM_PER_NODE": "8", "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "23456",
-                      "GPU_NUM": "16", "NODE_LIST": "10.0.0.1:8,10.0.0.2:8", "INDEX": "1"}, 8,
-                     (2, 1, 8, "10.0.0.1", 23456, "tione"), id="tione-2x8-node1"),
+        pytest.param(
+            {
+                "GPU_NUM_PER_NODE": "8",
+                "WORLD_SIZE": "2",
+                "RANK": "1",
+                "MASTER_ADDR": "10.0.0.1",
+                "MASTER_PORT": "23456",
+                "GPU_NUM": "16",
+                "NODE_LIST": "10.0.0.1:8,10.0.0.2:8",
+                "INDEX": "1",
+            },
+            8,
+            (2, 1, 8, "10.0.0.1", 23456, "tione"),
+            id="tione-2x8-node1",
+        ),
         pytest.param({"GPU_NUM_PER_NODE": "4"}, 8, (1, 0, 4, "127.0.0.1", 29500, "tione"), id="tione-single-defaults"),
-        pytest.param({"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "2", "PET_MASTER_ADDR": "node0",
-                      "PET_MASTER_PORT": "1234"}, 2, (2, 1, 2, "node0", 1234, "torchrun"), id="pet-explicit"),
-        pytest.param({"PET_NNODES": "1:1", "PET_NPROC_PER_NODE": "gpu"}, 3, (1, 0, 3, "127.0.0.1", 29500, "torchrun"), id="pet-gpu-count"),
-        pytest.param({"PET_NNODES": "2", "PET_NODE_RANK": "0", "MASTER_ADDR": "master.local", "MASTER_PORT": "4000",
-                      "PET_NPROC_PER_NODE": "1"}, 1, (2, 0, 1, "master.local", 4000, "torchrun"), id="pet-master-from-plain"),
+        pytest.param(
+            {
+                "PET_NNODES": "2",
+                "PET_NODE_RANK": "1",
+                "PET_NPROC_PER_NODE": "2",
+                "PET_MASTER_ADDR": "node0",
+                "PET_MASTER_PORT": "1234",
+            },
+            2,
+            (2, 1, 2, "node0", 1234, "torchrun"),
+            id="pet-explicit",
+        ),
+        pytest.param(
+            {"PET_NNODES": "1:1", "PET_NPROC_PER_NODE": "gpu"},
+            3,
+            (1, 0, 3, "127.0.0.1", 29500, "torchrun"),
+            id="pet-gpu-count",
+        ),
+        pytest.param(
+            {
+                "PET_NNODES": "2",
+                "PET_NODE_RANK": "0",
+                "MASTER_ADDR": "master.local",
+                "MASTER_PORT": "4000",
+                "PET_NPROC_PER_NODE": "1",
+            },
+            1,
+            (2, 0, 1, "master.local", 4000, "torchrun"),
+            id="pet-master-from-plain",
+        ),
         pytest.param({}, 8, (1, 0, 8, "127.0.0.1", 29500, "single"), id="single-all-gpus"),
-        pytest.param({"CUDA_VISIBLE_DEVICES": "0,1"}, 8, (1, 0, 2, "127.0.0.1", 29500, "single"), id="single-visible-subset"),
-        pytest.param({"WORLD_SIZE": "1", "RANK": "0"}, 1, (1, 0, 1, "127.0.0.1", 29500, "single"), id="single-world-size-1"),
+        pytest.param(
+            {"CUDA_VISIBLE_DEVICES": "0,1"}, 8, (1, 0, 2, "127.0.0.1", 29500, "single"), id="single-visible-subset"
+        ),
+        pytest.param(
+            {"WORLD_SIZE": "1", "RANK": "0"}, 1, (1, 0, 1, "127.0.0.1", 29500, "single"), id="single-world-size-1"
+        ),
     ],
 )
 def test_topology_sources(world, env, gpus, expected):
     world.gpus(gpus)
     topo = resolve_topology(host_with(world, env), "gpu")
-    assert (topo.nnodes, topo.node_rank, topo.nproc_per_node, topo.master_addr, topo.master_port, topo.source) == expected
+    assert (
+        topo.nnodes,
+        topo.node_rank,
+        topo.nproc_per_node,
+        topo.master_addr,
+        topo.master_port,
+        topo.source,
+    ) == expected
 
 
 def test_cpu_mode_needs_no_gpu(world):
     world.gpus(0)
-    topo = resolve_topology(host_with(world, {"GPU_NUM_PER_NODE": "2", "WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "node0"}), "cpu")
+    topo = resolve_topology(
+        host_with(world, {"GPU_NUM_PER_NODE": "2", "WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "node0"}), "cpu"
+    )
     assert (topo.world_size, topo.device) == (4, "cpu")
     assert resolve_topology(host_with(world, {}), "cpu").nproc_per_node == 1
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from entrypoint.progress import Progress
-from entrypoint.watchdog import FLOOR_S, Watchdog, stall_limit
+from entrypoint.launch.progress import Progress
+from entrypoint.launch.watchdog import FLOOR_S, Watchdog, stall_limit
 
 STARTUP = 1800
 
@@ -28,15 +28,19 @@ def progress_with_gaps(clock: Clock, gaps: list[float]) -> Progress:
     return progress
 
 
-@pytest.mark.parametrize("setting, gaps, expected", [
-    (0, [], None),
-    (42, None, STARTUP),  # no progress yet: the start-up allowance holds whatever the setting
-    (42, [], 42.0),
-    (None, None, STARTUP),
-    (None, [5.0, 5.0], STARTUP),  # too few gaps seen to judge
-    (None, [5.0, 5.0, 5.0], FLOOR_S),
-    (None, [60.0, 60.0, 60.0, 60.0], 1200.0),
-], ids=["off", "fixed-before-first-step", "fixed", "before-first-step", "few-gaps", "floor", "slow-steps"])
+@pytest.mark.parametrize(
+    "setting, gaps, expected",
+    [
+        (0, [], None),
+        (42, None, STARTUP),  # no progress yet: the start-up allowance holds whatever the setting
+        (42, [], 42.0),
+        (None, None, STARTUP),
+        (None, [5.0, 5.0], STARTUP),  # too few gaps seen to judge
+        (None, [5.0, 5.0, 5.0], FLOOR_S),
+        (None, [60.0, 60.0, 60.0, 60.0], 1200.0),
+    ],
+    ids=["off", "fixed-before-first-step", "fixed", "before-first-step", "few-gaps", "floor", "slow-steps"],
+)
 def test_stall_limit(setting, gaps, expected):
     progress = progress_with_gaps(Clock(), gaps) if gaps is not None else Progress()
     assert stall_limit(setting, STARTUP, progress) == expected
@@ -75,7 +79,9 @@ def test_watchdog_fires_once_per_silence_and_rearms_on_progress():
 
 
 def test_stuck_job_is_diagnosed_and_ends_with_124(world):
-    result = world.cli("run", env={"FAKE_TORCHRUN_BLOCK": "1", "VLA_STALL_TIMEOUT": "1", "VLA_STALL_STARTUP_TIMEOUT": "1"})
+    result = world.cli(
+        "run", env={"FAKE_TORCHRUN_BLOCK": "1", "VLA_STALL_TIMEOUT": "1", "VLA_STALL_STARTUP_TIMEOUT": "1"}
+    )
     assert result.code == 124, result.text
     assert "STALL: no training progress" in result.out and "fake-torchrun: waiting" in result.out
     record = json.loads(next((world.assets / "logs").glob("*.json")).read_text())

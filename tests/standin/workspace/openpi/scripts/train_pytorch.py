@@ -123,7 +123,12 @@ CONFIGS = {
     ),
     **{
         name: TrainConfig(
-            name=name, exp_name=name, batch_size=2, num_train_steps=10, save_interval=100, overwrite=True,
+            name=name,
+            exp_name=name,
+            batch_size=2,
+            num_train_steps=10,
+            save_interval=100,
+            overwrite=True,
             wandb_enabled=False,
         )
         for name in ("debug", "debug_pi05")
@@ -133,8 +138,9 @@ CONFIGS = {
 
 def parse_args(argv: list[str]) -> tuple[TrainConfig, list[str]]:
     """The config named first plus flag overrides, and the nested `--a.b value` overrides that were ignored."""
-    parser = argparse.ArgumentParser(prog="train_pytorch.py", allow_abbrev=False,
-                                     description="Stand-in for openpi's PyTorch trainer (tests only).")
+    parser = argparse.ArgumentParser(
+        prog="train_pytorch.py", allow_abbrev=False, description="Stand-in for openpi's PyTorch trainer (tests only)."
+    )
     parser.add_argument("config", choices=sorted(CONFIGS), help="openpi config name")
     for flag in ("exp-name", "project-name", "pytorch-weight-path", "assets-base-dir", "checkpoint-base-dir"):
         parser.add_argument(f"--{flag}")
@@ -172,10 +178,12 @@ def init_logging() -> None:
             return super().format(record)
 
     handler = logging.StreamHandler()
-    handler.setFormatter(Formatter(
-        fmt="%(asctime)s.%(msecs)03d [%(levelname)s] %(message)-80s (%(process)d:%(filename)s:%(lineno)s)",
-        datefmt="%H:%M:%S",
-    ))
+    handler.setFormatter(
+        Formatter(
+            fmt="%(asctime)s.%(msecs)03d [%(levelname)s] %(message)-80s (%(process)d:%(filename)s:%(lineno)s)",
+            datefmt="%H:%M:%S",
+        )
+    )
     logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
@@ -222,8 +230,10 @@ def init_wandb(config: TrainConfig, *, resuming: bool) -> None:
     if not config.wandb_enabled:
         return
     if os.environ.get("WANDB_MODE") not in ("offline", "disabled") and not os.environ.get("WANDB_API_KEY"):
-        raise RuntimeError("wandb: api_key not configured (no-tty). call wandb.login(key=[your_api_key]) "
-                           "(stand-in: pass --no-wandb-enabled)")
+        raise RuntimeError(
+            "wandb: api_key not configured (no-tty). call wandb.login(key=[your_api_key]) "
+            "(stand-in: pass --no-wandb-enabled)"
+        )
     id_file = config.checkpoint_dir / "wandb_id.txt"
     if resuming:
         logging.info(f"wandb (stand-in, no upload): resuming run {id_file.read_text().strip()}")
@@ -245,8 +255,10 @@ def load_norm_stats(config: TrainConfig) -> dict | None:
             if len(lengths) != 1:
                 raise ValueError(f"{key}: mean/std/q01/q99 lengths differ: {sorted(lengths)}")
     except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"Invalid norm stats in {path}: {err!r}; expected "
-                         '{"norm_stats": {"state": {"mean", "std", "q01", "q99"}, "actions": {...}}}') from err
+        raise ValueError(
+            f"Invalid norm stats in {path}: {err!r}; expected "
+            '{"norm_stats": {"state": {"mean", "std", "q01", "q99"}, "actions": {...}}}'
+        ) from err
     logging.info(f"Loaded norm stats from {stats_dir}")
     return stats
 
@@ -257,14 +269,18 @@ def check_dataset(repo_id: str) -> None:
     root = Path(os.environ.get("HF_LEROBOT_HOME", hf_home / "lerobot")) / repo_id
     info_path = root / "meta" / "info.json"
     if not info_path.is_file():
-        raise FileNotFoundError(f"LeRobot dataset {repo_id!r} not found: {info_path} is missing "
-                                "(set HF_LEROBOT_HOME to the folder that holds it; the stand-in never downloads)")
+        raise FileNotFoundError(
+            f"LeRobot dataset {repo_id!r} not found: {info_path} is missing "
+            "(set HF_LEROBOT_HOME to the folder that holds it; the stand-in never downloads)"
+        )
     try:
         info = json.loads(info_path.read_text())
     except ValueError as err:
         raise ValueError(f"Invalid LeRobot metadata {info_path}: {err}") from err
-    logging.info(f"LeRobot dataset {repo_id}: {info.get('total_episodes')} episodes, "
-                 f"{info.get('total_frames')} frames at {info.get('fps')} fps ({root})")
+    logging.info(
+        f"LeRobot dataset {repo_id}: {info.get('total_episodes')} episodes, "
+        f"{info.get('total_frames')} frames at {info.get('fps')} fps ({root})"
+    )
 
 
 def fault(kind: str) -> list[int] | None:
@@ -283,8 +299,12 @@ def report_jax_memory() -> None:
     float(jnp.ones(8).sum())
     used = "n/a"
     try:
-        rows = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=30).stdout.splitlines()
+        rows = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.splitlines()
         used = next((r.split(",")[1].strip() for r in rows if r.split(",")[0].strip() == str(os.getpid())), "0")
     except (OSError, subprocess.TimeoutExpired, IndexError):
         pass
@@ -328,8 +348,11 @@ def save_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
     blobs, offset = [], 0
     for name, tensor in tensors.items():
         data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": names[tensor.dtype], "shape": list(tensor.shape),
-                        "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": names[tensor.dtype],
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     raw = json.dumps(header, separators=(",", ":")).encode()
@@ -373,8 +396,9 @@ def load_safetensors(module: nn.Module, path: Path, *, strict: bool) -> None:
     logging.info(f"stand-in: loaded {loaded}/{len(state)} model tensors from {path}")
 
 
-def save_checkpoint(model: nn.Module, optim: torch.optim.Optimizer, step: int, config: TrainConfig,
-                    norm_stats: dict | None) -> None:
+def save_checkpoint(
+    model: nn.Module, optim: torch.optim.Optimizer, step: int, config: TrainConfig, norm_stats: dict | None
+) -> None:
     """openpi's checkpoint: written to tmp_<step>/, then renamed to <step>/ (replacing an old one)."""
     final_dir = config.checkpoint_dir / str(step)
     time.sleep(float(os.environ.get("STANDIN_SAVE_SECONDS", "0")))
@@ -395,8 +419,7 @@ def save_checkpoint(model: nn.Module, optim: torch.optim.Optimizer, step: int, c
     logging.info(f"Saved checkpoint at step {step} -> {final_dir}")
 
 
-def load_checkpoint(model: nn.Module, optim: torch.optim.Optimizer, checkpoint_dir: Path,
-                    device: torch.device) -> int:
+def load_checkpoint(model: nn.Module, optim: torch.optim.Optimizer, checkpoint_dir: Path, device: torch.device) -> int:
     """Load the latest step folder's model, optimizer and metadata; return its global step."""
     step = latest_step(checkpoint_dir)
     if step is None:
@@ -425,10 +448,12 @@ def log_gpu_memory(device: torch.device, step: int, phase: str) -> None:
     allocated, reserved = torch.cuda.memory_allocated(device) / 1e9, torch.cuda.memory_reserved(device) / 1e9
     stats = torch.cuda.memory_stats(device)
     ddp = f" | DDP: rank={dist.get_rank()}, world_size={dist.get_world_size()}" if dist.is_initialized() else ""
-    logging.info(f"Step {step} ({phase}): GPU memory - allocated: {allocated:.2f}GB, reserved: {reserved:.2f}GB, "
-                 f"free: {reserved - allocated:.2f}GB, "
-                 f"peak_allocated: {stats.get('allocated_bytes.all.peak', 0) / 1e9:.2f}GB, "
-                 f"peak_reserved: {stats.get('reserved_bytes.all.peak', 0) / 1e9:.2f}GB{ddp}")
+    logging.info(
+        f"Step {step} ({phase}): GPU memory - allocated: {allocated:.2f}GB, reserved: {reserved:.2f}GB, "
+        f"free: {reserved - allocated:.2f}GB, "
+        f"peak_allocated: {stats.get('allocated_bytes.all.peak', 0) / 1e9:.2f}GB, "
+        f"peak_reserved: {stats.get('reserved_bytes.all.peak', 0) / 1e9:.2f}GB{ddp}"
+    )
 
 
 class ProgressBar:
@@ -443,8 +468,10 @@ class ProgressBar:
         rate = (self.n - self.initial) / elapsed if elapsed > 0 else 0.0
         done = self.n / max(1, self.total)
         fields = ", ".join(f"{key}={value}" for key, value in postfix.items())
-        sys.stderr.write(f"\rTraining: {100 * done:3.0f}%|{'#' * int(10 * done):<10}| {self.n}/{self.total} "
-                         f"[{elapsed:.0f}s, {rate:.2f}it/s, {fields}]")
+        sys.stderr.write(
+            f"\rTraining: {100 * done:3.0f}%|{'#' * int(10 * done):<10}| {self.n}/{self.total} "
+            f"[{elapsed:.0f}s, {rate:.2f}it/s, {fields}]"
+        )
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -475,19 +502,25 @@ def train(config: TrainConfig) -> None:
 
     world_size = dist.get_world_size() if use_ddp else 1
     local_batch_size = config.batch_size // world_size
-    logging.info(f"Using batch size per GPU: {local_batch_size} "
-                 f"(total batch size across {world_size} GPUs: {config.batch_size})")
+    logging.info(
+        f"Using batch size per GPU: {local_batch_size} (total batch size across {world_size} GPUs: {config.batch_size})"
+    )
     norm_stats = None
     if config.repo_id is not None:
         norm_stats = load_norm_stats(config)
         check_dataset(config.repo_id)
         if norm_stats is None:
-            raise ValueError("Normalization stats not found. "
-                             "Make sure to run `scripts/compute_norm_stats.py --config-name=<your-config>`.")
+            raise ValueError(
+                "Normalization stats not found. "
+                "Make sure to run `scripts/compute_norm_stats.py --config-name=<your-config>`."
+            )
     logging.info(f"local_batch_size: {local_batch_size}")
     rank = dist.get_rank() if use_ddp else 0
-    loader = iter(torch.utils.data.DataLoader(SyntheticBatches(local_batch_size, config.seed, rank), batch_size=None,
-                                              num_workers=config.num_workers))
+    loader = iter(
+        torch.utils.data.DataLoader(
+            SyntheticBatches(local_batch_size, config.seed, rank), batch_size=None, num_workers=config.num_workers
+        )
+    )
 
     model: nn.Module = nn.Sequential(nn.Linear(STATE_DIM, 16), nn.Tanh(), nn.Linear(16, ACTION_DIM)).to(device)
     logging.info("Gradient checkpointing is not supported for this model")
@@ -496,8 +529,11 @@ def train(config: TrainConfig) -> None:
     module = model
     if use_ddp:
         model = nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None,
-            find_unused_parameters=True, gradient_as_bucket_view=True, static_graph=world_size >= 8,
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=True,
+            gradient_as_bucket_view=True,
+            static_graph=world_size >= 8,
         )
     if config.pytorch_weight_path is not None:
         logging.info(f"Loading weights from: {config.pytorch_weight_path}")
@@ -505,8 +541,9 @@ def train(config: TrainConfig) -> None:
         logging.info(f"Loaded PyTorch weights from {config.pytorch_weight_path}")
 
     schedule = config.lr_schedule
-    optim = torch.optim.AdamW(model.parameters(), lr=schedule.peak_lr, betas=(0.9, 0.95), eps=1e-8,
-                              weight_decay=config.weight_decay)
+    optim = torch.optim.AdamW(
+        model.parameters(), lr=schedule.peak_lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=config.weight_decay
+    )
     global_step = 0
     if resuming:
         global_step = load_checkpoint(module, optim, config.checkpoint_dir, device)
@@ -514,11 +551,15 @@ def train(config: TrainConfig) -> None:
 
     if is_main:
         logging.info(f"Running on: {platform.node()} | world_size={world_size}")
-        logging.info(f"Training config: batch_size={config.batch_size}, effective_batch_size={local_batch_size}, "
-                     f"num_train_steps={config.num_train_steps}")
+        logging.info(
+            f"Training config: batch_size={config.batch_size}, effective_batch_size={local_batch_size}, "
+            f"num_train_steps={config.num_train_steps}"
+        )
         logging.info("Memory optimizations: gradient_checkpointing=False")
-        logging.info(f"LR schedule: warmup={schedule.warmup_steps}, peak_lr={schedule.peak_lr:.2e}, "
-                     f"decay_steps={schedule.decay_steps}, end_lr={schedule.decay_lr:.2e}")
+        logging.info(
+            f"LR schedule: warmup={schedule.warmup_steps}, peak_lr={schedule.peak_lr:.2e}, "
+            f"decay_steps={schedule.decay_steps}, end_lr={schedule.decay_lr:.2e}"
+        )
         logging.info(f"Optimizer: AdamW, weight_decay={config.weight_decay}, clip_norm={config.clip_gradient_norm}")
         logging.info("EMA is not supported for PyTorch training")
         logging.info(f"Training precision: {config.pytorch_training_precision}")
@@ -542,8 +583,7 @@ def train(config: TrainConfig) -> None:
             report_jax_memory()
         for group in optim.param_groups:
             group["lr"] = schedule(global_step)
-        with torch.autocast(device.type, dtype=torch.bfloat16,
-                            enabled=config.pytorch_training_precision == "bfloat16"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.pytorch_training_precision == "bfloat16"):
             prediction = model(state)
         loss = nn.functional.mse_loss(prediction.float(), actions)
         loss.backward()
@@ -558,8 +598,10 @@ def train(config: TrainConfig) -> None:
             if global_step % config.log_interval == 0:
                 elapsed = time.time() - start_time
                 avg_loss, avg_lr, avg_grad_norm = (sum(column) / len(infos) for column in zip(*infos))
-                logging.info(f"step={global_step} loss={avg_loss:.4f} lr={avg_lr:.2e} "
-                             f"grad_norm={avg_grad_norm:.2f} time={elapsed:.1f}s")
+                logging.info(
+                    f"step={global_step} loss={avg_loss:.4f} lr={avg_lr:.2e} "
+                    f"grad_norm={avg_grad_norm:.2f} time={elapsed:.1f}s"
+                )
                 start_time = time.time()
                 infos = []
 

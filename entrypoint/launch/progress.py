@@ -1,0 +1,89 @@
+"""Training progress read from the trainer's output: last step, loss, step time and checkpoints saved.
+
+Fed with raw output chunks (tqdm's carriage returns included); understands openpi's `step=… loss=…` and
+`Saved checkpoint at step N -> path` lines (see `openpi.py`), and a progress bar's `N/M` count moving. Each of
+these is a progress event; the stall watchdog measures the time since the last one.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from entrypoint.inspect.openpi import SAVED_LINE, STEP_LINE
+
+_BAR_COUNT = re.compile(r"\|\s*(?P<done>\d+)/(?P<total>\d+)\s*\[")
+
+
+@dataclass
+class Progress:
+    clock: Callable[[], float] = time.monotonic
+    last_step: int | None = None
+    last_loss: float | None = None
+    step_times: list[float] = field(default_factory=list)  # seconds per step between logged steps, saves excluded
+    first_step_at: float | None = None  # clock value when the first step line arrived
+    saves: list[dict[str, object]] = field(default_factory=list)
+    last_event_at: float | None = None  # clock value of the latest progress event
+    gaps: list[float] = field(default_factory=list)  # seconds between consecutive progress events (latest 50)
+    _pending: str = ""
+    _last_seen: tuple[int, float] | None = None
+    _bar: int | None = None
+
+    def _event(self, now: float) -> None:
+        if self.last_event_at is not None:
+            self.gaps = (self.gaps + [now - self.last_event_at])[-50:]
+        self.last_event_at = now
+
+    def typical_gap(self) -> float | None:
+        """The median time between progress events, once a few have been seen."""
+        return statistics.median(self.gaps) if len(self.gaps) >= 3 else None
+
+    def feed(self, chunk: str) -> None:
+        """Consume output; complete lines (ended by \\n or \\r) are parsed, the rest waits for more."""
+        text = (self._pending + chunk).replace("\r", "\n")
+        *lines, self._pending = text.split("\n")
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        saved = SAVED_LINE.search(line)
+        if saved:
+            self.saves.append({"step": int(saved["step"]), "path": saved["path"]})
+            self._event(self.clock())
+            self._last_seen = None  # the next gap includes the checkpoint write: not a step time
+            return
+        bar = _BAR_COUNT.search(line)
+        if bar and int(bar["done"]) != self._bar:
+            self._bar = int(bar["done"])
+            self._event(self.clock())
+        match = STEP_LINE.search(line)
+        if not match:
+            return
+        step, now = int(match["step"]), self.clock()
+        self._event(now)
+        if self.first_step_at is None:
+            self.first_step_at = now
+        if self._last_seen is not None and step > self._last_seen[0]:
+            self.step_times = (self.step_times + [(now - self._last_seen[1]) / (step - self._last_seen[0])])[-100:]
+        self._last_seen = (step, now)
+        self.last_step = step
+        try:
+            self.last_loss = float(match["loss"])
+        except ValueError:
+            self.last_loss = None
+
+    @property
+    def step_time(self) -> float | None:
+        """Median seconds per step over the latest logged intervals that contain no checkpoint write."""
+        return statistics.median(self.step_times) if self.step_times else None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "last_step": self.last_step,
+            "last_loss": self.last_loss,
+            "step_time_s": round(self.step_time, 4) if self.step_time is not None else None,
+            "checkpoints_saved": list(self.saves),
+        }

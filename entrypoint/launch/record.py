@@ -1,0 +1,66 @@
+"""The per-node start-up record: a JSON file beside the node's log with the plan, phase timings and outcome,
+so a failed job can be diagnosed after its containers are gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from entrypoint import __version__
+
+
+@dataclass
+class StartupRecord:
+    path: Path | None
+    started_at: float = field(default_factory=time.time)
+    phases: dict[str, float] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    t0: float = field(default_factory=time.monotonic)  # time.monotonic() at start-up
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a phase of start-up; the duration lands in `phases` even if the phase fails."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(time.monotonic() - start, 4)
+
+    def since_start(self) -> float:
+        return time.monotonic() - self.t0
+
+    def write(self) -> None:
+        """Write atomically (temp file + rename); a storage error never hides the job's own outcome."""
+        if self.path is None:
+            return
+        body = {
+            "version": __version__,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
+            "phases_s": self.phases,
+            **self.data,
+        }
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process was started (interpreter start-up and imports included), from /proc."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started = int(stat[stat.rfind(")") + 2 :].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return round(float(Path("/proc/uptime").read_text().split()[0]) - started, 3)
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,186 @@
+"""Supervising torchrun: relay its output to the console and the node log, forward signals, enforce the grace
+period, and act on a stall. torchrun runs in its own session so that after a signal and the grace period the whole
+process tree can be killed; the exit code is training's own, or 128+N when the job was ended by signal N.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+from entrypoint.launch.failure import OutputTail
+from entrypoint.launch.processes import ProcessTree
+from entrypoint.launch.watchdog import EXIT_STALLED, Watchdog, diagnose, summary_lines, write_stacks
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Tee(io.TextIOBase):
+    """Text written here goes to the console and, once opened, to the node's log file."""
+
+    def __init__(self, console: TextIO) -> None:
+        self.console = console
+        self.file: BinaryIO | None = None
+
+    def write(self, text: str) -> int:
+        self.console.write(text)
+        self.console.flush()
+        if self.file is not None:
+            self.file.write(text.encode("utf-8", "replace"))
+            self.file.flush()
+        return len(text)
+
+    def write_bytes(self, data: bytes) -> None:
+        buffer = getattr(self.console, "buffer", None)
+        if buffer is not None:
+            buffer.write(data)
+            buffer.flush()
+        else:
+            self.console.write(data.decode("utf-8", "replace"))
+            self.console.flush()
+        if self.file is not None:
+            self.file.write(data)
+            self.file.flush()
+
+
+class Supervisor:
+    """Runs torchrun, relays output to the Tee and to `readers` (objects with `feed(text)`), forwards signals,
+    enforces the grace period."""
+
+    def __init__(
+        self,
+        command: list[str],
+        cwd: str,
+        env: Mapping[str, str],
+        out: Tee,
+        readers: list[Any],
+        grace: int,
+        watchdog: Watchdog | None = None,
+        tail: OutputTail | None = None,
+        stall_action: str = "fail",
+        stacks_path: Path | None = None,
+    ) -> None:
+        self.command, self.cwd, self.env = command, cwd, dict(env)
+        self.out, self.readers, self.grace = out, readers, grace
+        self.watchdog, self.tail, self.stall_action, self.stacks_path = watchdog, tail, stall_action, stacks_path
+        self.stall: dict[str, Any] | None = None
+        self.signalled: int | None = None
+        self.kill_deadline: float | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.tree: ProcessTree | None = None
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.signalled is None:
+            self.signalled = signum
+            self.kill_deadline = time.monotonic() + self.grace
+            self.out.write(
+                f"vla-entrypoint: received {signal.Signals(signum).name}; forwarding to torchrun, "
+                f"killing everything left after {self.grace}s\n"
+            )
+        self.proc.send_signal(signum)
+
+    def _relay(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            self.out.write_bytes(chunk)
+            text = chunk.decode("utf-8", "replace")
+            for reader in self.readers:
+                reader.feed(text)
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED_SIGNALS}
+        try:
+            self.proc = subprocess.Popen(
+                self.command,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.tree = ProcessTree(self.proc.pid)
+            reader = threading.Thread(target=self._relay, name="relay", daemon=True)
+            reader.start()
+            while True:
+                try:
+                    code = self.proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    self.tree.refresh()
+                    stalled = self.watchdog.check() if self.watchdog is not None else None
+                    if stalled is not None:
+                        self._on_stall(*stalled)
+                    if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
+                        killed = self.tree.kill()
+                        self.out.write(
+                            f"vla-entrypoint: grace period over; killed the training process tree ({len(killed)} left)\n"
+                        )
+                        self.kill_deadline = None
+            leftovers = self.tree.kill()  # workers that outlived torchrun must not hold GPUs or the output pipe
+            if leftovers and self.signalled is None:
+                self.out.write(f"vla-entrypoint: killed {len(leftovers)} process(es) torchrun left behind\n")
+            reader.join(timeout=10)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.signalled is not None:
+            return 128 + self.signalled
+        if self.stall is not None and self.stall_action == "fail":
+            return EXIT_STALLED
+        return 128 - code if code < 0 else code
+
+    def _on_stall(self, silent: float, limit: float) -> None:
+        """Warn loudly, diagnose without stopping anything, then (action fail) end the job."""
+        assert self.tree is not None
+        self.out.write(
+            f"\n{'!' * 100}\nvla-entrypoint: STALL: no training progress for {silent:.0f}s (limit {limit:.0f}s). "
+            f"Last output lines:\n"
+        )
+        for line in list(self.tail.lines)[-20:] if self.tail else []:
+            self.out.write(f"  | {line}\n")
+        diagnosis = diagnose(self.tree)
+        for line in summary_lines(diagnosis):
+            self.out.write(f"vla-entrypoint: STALL: {line}\n")
+        for pid, stack in diagnosis["stacks"].items():
+            self.out.write(f"vla-entrypoint: STALL: Python stack of pid {pid}:\n{stack}\n")
+        if self.stacks_path is not None and diagnosis["stacks"]:
+            write_stacks(diagnosis, self.stacks_path)
+        self.stall = {
+            "silent_s": round(silent, 1),
+            "limit_s": round(limit, 1),
+            "action": self.stall_action,
+            "diagnosis": {k: v for k, v in diagnosis.items() if k != "stacks"},
+            "stacks_file": str(self.stacks_path) if self.stacks_path and diagnosis["stacks"] else None,
+        }
+        if self.stall_action != "fail":
+            self.out.write("vla-entrypoint: STALL: stall_action=warn: training goes on\n" + "!" * 100 + "\n")
+            return
+        if not diagnosis["stacks"]:
+            # No py-spy: faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack on SIGABRT; the job ends anyway.
+            for proc in self.tree.alive():
+                if proc.ppid == self.tree.root:
+                    os.kill(proc.pid, signal.SIGABRT)
+            self.stall["diagnosis"]["method"] = "faulthandler (stacks in the node log)"
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.out.write(
+            f"vla-entrypoint: STALL: ending this node with exit code {EXIT_STALLED} so the platform ends the job\n"
+            + "!" * 100
+            + "\n"
+        )
+        self.tree.kill()
