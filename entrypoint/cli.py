@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from entrypoint import __version__
+from entrypoint.core.errors import ExitCode, UserError
 from entrypoint.core.host import Host
-from entrypoint.core.messages import EXIT_JOB_SPEC, Problem
+from entrypoint.core.report import problem_block
 from entrypoint.core.settings import KEYS
 
 EPILOG = """exit codes: 0 success; 2 the job is mis-specified (bad YAML, bad variable, contradictory settings);
@@ -120,7 +121,7 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
 
 def _preflight(host: Host, args: argparse.Namespace) -> int:
     from entrypoint.core.findings import Status
-    from entrypoint.core.messages import EXIT_PREFLIGHT, language, render
+    from entrypoint.core.messages import language, render
     from entrypoint.launch.preflight import run_preflight, table
     from entrypoint.plan import build_plan
 
@@ -139,7 +140,7 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
                 print(f"        -> {render(finding.hint, lang)}")
         if result.output_tail and failed:
             print(result.output_tail)
-    return EXIT_PREFLIGHT if failed else 0
+    return ExitCode.PREFLIGHT_FAILED if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
-        return EXIT_JOB_SPEC if exc.code else 0
+        return ExitCode.JOB_MISSPECIFIED if exc.code else 0
     host = Host.current()
     json_mode = getattr(args, "json", False)
     try:
@@ -165,14 +166,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return fetch_assets(args)
         return _inspect(host, args)
-    except Problem as problem:
+    except UserError as problem:
         if json_mode:
             print(
                 json.dumps(
-                    {"ok": False, "exit_code": problem.code, "error": problem.to_json()}, indent=2, ensure_ascii=False
+                    {"ok": False, "exit_code": problem.exit_code, "error": problem.to_json()},
+                    indent=2,
+                    ensure_ascii=False,
                 )
             )
-        print(problem.render(), file=sys.stderr)
-        return problem.code
+        print(problem_block(problem), file=sys.stderr)
+        return problem.exit_code
     except KeyboardInterrupt:
         return 130

@@ -1,7 +1,7 @@
 """The plan: every inspection's findings plus the resolved environment and torchrun command.
 
 `build_plan` reads the machine and the CFS tree and changes nothing on disk; `check` and `plan` print it,
-`run` acts on it. Settings or topology that cannot be read raise `Problem` (nothing else can be decided).
+`run` acts on it. Settings or topology that cannot be read raise `UserError` (nothing else can be decided).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def _unknown_variable_findings(settings: Settings) -> list[Finding]:
 
 
 def build_plan(host: Host, flags: Mapping[str, Any] | None = None) -> Plan:
-    """Inspect everything and resolve the launch; raises `Problem` when settings or topology are unusable."""
+    """Inspect everything and resolve the launch; raises `UserError` when settings or topology are unusable."""
     env = host.env
     settings = load_settings(env, flags)
     topology = resolve_topology(host, settings.device)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from entrypoint.core.messages import EXIT_JOB_SPEC, EXIT_PREFLIGHT, Problem, Text
+from entrypoint.core.errors import ExitCode, UserError
+from entrypoint.core.messages import Text
 
 
 class Status(str, Enum):
@@ -23,7 +24,7 @@ class Finding:
     message: Text
     hint: Text | None = None
     where: str | None = None
-    exit_code: int = EXIT_PREFLIGHT
+    exit_code: int = ExitCode.PREFLIGHT_FAILED
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -45,17 +46,19 @@ def warned(id: str, message: Text, hint: Text, where: str | None = None) -> Find
     return Finding(id, Status.WARN, message, hint, where)
 
 
-def failed(id: str, message: Text, hint: Text, where: str | None = None, exit_code: int = EXIT_PREFLIGHT) -> Finding:
+def failed(
+    id: str, message: Text, hint: Text, where: str | None = None, exit_code: int = ExitCode.PREFLIGHT_FAILED
+) -> Finding:
     return Finding(id, Status.FAIL, message, hint, where, exit_code)
 
 
-def from_problem(problem: Problem) -> Finding:
-    return Finding(problem.id, Status.FAIL, problem.what, problem.fix, problem.where, problem.code)
+def from_problem(problem: UserError) -> Finding:
+    return Finding(problem.id, Status.FAIL, problem.what, problem.fix, problem.where, problem.exit_code)
 
 
 def exit_code_of(findings: list[Finding]) -> int:
     """2 if any failure is a mis-specification, else 3 if anything failed, else 0."""
     codes = {f.exit_code for f in findings if f.status is Status.FAIL}
-    if EXIT_JOB_SPEC in codes:
-        return EXIT_JOB_SPEC
-    return EXIT_PREFLIGHT if codes else 0
+    if ExitCode.JOB_MISSPECIFIED in codes:
+        return ExitCode.JOB_MISSPECIFIED
+    return ExitCode.PREFLIGHT_FAILED if codes else 0

@@ -1,24 +1,35 @@
-"""Bilingual user-facing text and the problems that end a command.
+"""Every word a user reads: one catalogue of bilingual templates and one renderer.
 
-Every message a user reads exists in English and Chinese. `VLA_LANG` (`en`, `zh` or `both`) picks what is
-printed; without it a `zh*` `LANG` means Chinese, an English `LANG` means English, and a container's usual
-`C`/`POSIX`/unset locale means both, because TI-ONE users mostly read Chinese while containers rarely set one.
+Each package declares its messages once, as a `Catalogue` section (`Catalogue("fabric", {...})`): an id maps to
+an English and a Chinese `str.format` template with the same placeholders. Code asks a section for a `Text`
+(`MESSAGES("no-rdma", device=name)`), never writes user-facing prose inline. `Catalogue.registry` holds every
+template of every imported section, so a test can check all pairs at once.
+
+`VLA_LANG` (`en`, `zh` or `both`) picks what is printed; without it a `zh*` `LANG` means Chinese, an English
+`LANG` means English, and a container's usual `C`/`POSIX`/unset locale means both, because TI-ONE users mostly
+read Chinese while containers rarely set a locale. `render` is the one way a `Text` becomes output; JSON
+flattens a `Text` one way only (`flatten`: `<key>` English, `<key>_zh` Chinese).
 """
 
 from __future__ import annotations
 
 import os
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
 
-EXIT_OK = 0
-EXIT_JOB_SPEC = 2  # the job is mis-specified: bad YAML, bad variable value, contradictory settings
-EXIT_PREFLIGHT = 3  # a preflight check failed: missing/corrupt assets, impossible topology
+
+class Lang(StrEnum):
+    EN = "en"
+    ZH = "zh"
+    BOTH = "both"
 
 
 @dataclass(frozen=True)
 class Text:
-    """One message in both languages."""
+    """One message in both languages, ready to print."""
 
     en: str
     zh: str
@@ -27,67 +38,63 @@ class Text:
         return {"en": self.en, "zh": self.zh}
 
 
-def language(env: Mapping[str, str] | None = None) -> str:
-    """Return `en`, `zh` or `both` from `VLA_LANG`, else from `LANG`/`LC_ALL`."""
+@dataclass(frozen=True)
+class Template:
+    """An English and a Chinese `str.format` template."""
+
+    en: str
+    zh: str
+
+    def placeholders(self, language: Lang) -> set[str]:
+        """The field names a template uses (format specs and conversions ignored)."""
+        text = self.en if language is Lang.EN else self.zh
+        return {field.split(".")[0].split("[")[0] for _, field, _, _ in string.Formatter().parse(text) if field}
+
+
+class Catalogue:
+    """One package's messages, registered under `<section>.<id>` in the shared registry."""
+
+    registry: ClassVar[dict[str, Template]] = {}
+
+    def __init__(self, section: str, templates: Mapping[str, tuple[str, str]]) -> None:
+        self.section = section
+        self.templates = {name: Template(en, zh) for name, (en, zh) in templates.items()}
+        for name, template in self.templates.items():
+            key = f"{section}.{name}"
+            if key in Catalogue.registry and Catalogue.registry[key] != template:
+                raise ValueError(f"message {key} is declared twice")
+            Catalogue.registry[key] = template
+
+    def __call__(self, name: str, /, **fields: object) -> Text:
+        """The message `name` with `fields` filled in, in both languages."""
+        template = self.templates[name]
+        return Text(template.en.format(**fields), template.zh.format(**fields))
+
+
+def language(env: Mapping[str, str] | None = None) -> Lang:
+    """`VLA_LANG` when it names a language, else from `LC_ALL`/`LANG`, else both."""
     env = os.environ if env is None else env
     chosen = env.get("VLA_LANG", "").strip().lower()
     if chosen in ("en", "zh", "both"):
-        return chosen
+        return Lang(chosen)
     locale = (env.get("LC_ALL") or env.get("LANG") or "").lower()
     if locale.startswith("zh"):
-        return "zh"
+        return Lang.ZH
     if locale.startswith("en"):
-        return "en"
-    return "both"
+        return Lang.EN
+    return Lang.BOTH
 
 
-def render(text: Text, lang: str) -> str:
-    """The text in the chosen language; `both` gives English then Chinese on one line."""
-    if lang == "en":
-        return text.en
-    if lang == "zh":
-        return text.zh
-    return f"{text.en} / {text.zh}"
+def render(text: Text, lang: Lang | str, *, lead: str = "", indent: str | None = None) -> str:
+    """The text as printed, without a final newline: `lead` starts the first line; with both languages the
+    Chinese follows on a line of its own, starting with `indent` (default: blanks as wide as `lead`)."""
+    if lang == Lang.EN:
+        return lead + text.en
+    if lang == Lang.ZH:
+        return lead + text.zh
+    return f"{lead}{text.en}\n{' ' * len(lead) if indent is None else indent}{text.zh}"
 
 
-class Problem(Exception):
-    """A condition that stops the command: what is wrong, where, and the fix. Never shown as a traceback."""
-
-    def __init__(self, code: int, id: str, what: Text, where: str, fix: Text) -> None:
-        super().__init__(what.en)
-        self.code = code
-        self.id = id
-        self.what = what
-        self.where = where
-        self.fix = fix
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "exit_code": self.code,
-            "message": self.what.en,
-            "message_zh": self.what.zh,
-            "where": self.where,
-            "hint": self.fix.en,
-            "hint_zh": self.fix.zh,
-        }
-
-    def render(self) -> str:
-        """Both languages, always: this is the message a failed job leaves in its log."""
-        return (
-            f"vla-entrypoint: error [{self.id}] at {self.where}\n"
-            f"  problem: {self.what.en}\n"
-            f"  fix:     {self.fix.en}\n"
-            f"  错误:    {self.what.zh}\n"
-            f"  解决:    {self.fix.zh}"
-        )
-
-
-def job_error(id: str, where: str, what: Text, fix: Text) -> Problem:
-    """A mis-specified job (exit 2)."""
-    return Problem(EXIT_JOB_SPEC, id, what, where, fix)
-
-
-def preflight_error(id: str, where: str, what: Text, fix: Text) -> Problem:
-    """A failed preflight check (exit 3)."""
-    return Problem(EXIT_PREFLIGHT, id, what, where, fix)
+def flatten(text: Text | None, key: str) -> dict[str, str | None]:
+    """A `Text` as JSON fields: `key` in English and `key_zh` in Chinese (None when there is no text)."""
+    return {key: text.en if text else None, f"{key}_zh": text.zh if text else None}

@@ -6,6 +6,7 @@ import shlex
 from typing import TextIO
 
 from entrypoint import __version__
+from entrypoint.core.errors import UserError
 from entrypoint.core.findings import Finding, Status
 from entrypoint.core.messages import render
 
@@ -33,6 +34,17 @@ def health_summary(findings: list[Finding], heading: str, lang: str, out: TextIO
         f"{counts[Status.FAIL]} fail) ==",
         file=out,
         flush=True,
+    )
+
+
+def problem_block(error: UserError) -> str:
+    """A command-ending error, always in both languages: this is what a failed job leaves in its log."""
+    return (
+        f"vla-entrypoint: error [{error.id}] at {error.where}\n"
+        f"  problem: {error.what.en}\n"
+        f"  fix:     {error.fix.en}\n"
+        f"  错误:    {error.what.zh}\n"
+        f"  解决:    {error.fix.zh}"
     )
 
 

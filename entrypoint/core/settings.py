@@ -2,7 +2,7 @@
 
 Lowest to highest precedence: built-in defaults (the seed's `pi05_libero` run) -> the baked
 `/etc/vla-entrypoint/job.yaml` -> the user's job file (`VLA_JOB_FILE`, else `<assets_root>/code/job.yaml` when
-present) -> `VLA_*` variables -> command-line flags. Any bad value raises `Problem` with exit code 2.
+present) -> `VLA_*` variables -> command-line flags. Any bad value raises `UserError` with exit code 2.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from entrypoint.core.masking import masked
-from entrypoint.core.messages import Problem, Text, job_error
-from entrypoint.net.download import display
+from entrypoint.core.errors import JobMisspecified, UserError
+from entrypoint.core.masking import masked, safe_url
+from entrypoint.core.messages import Text
 
 BAKED_JOB_FILE = "/etc/vla-entrypoint/job.yaml"
 DEFAULT_ASSETS_ROOT = "/home/tione/notebook/embodied-ai/openpi-assets"
@@ -228,21 +228,21 @@ class Settings:
     def to_json(self) -> dict[str, Any]:
         values = {**self.values, "env": masked(self.values["env"])}
         if values["taco_wheel"]:
-            values["taco_wheel"] = display(values["taco_wheel"])  # a signed URL's query is a credential
+            values["taco_wheel"] = safe_url(values["taco_wheel"])  # a signed URL's query is a credential
         return {"values": values, "sources": self.sources, "files": list(self.files)}
 
 
-def _error(where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> Problem:
-    return job_error("settings.invalid", where, Text(en, zh), Text(fix_en, fix_zh))
+def _error(where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> UserError:
+    return JobMisspecified("settings.invalid", where, Text(en, zh), Text(fix_en, fix_zh))
 
 
 def _convert(key: Key, raw: Any, where: str, from_text: bool) -> Any:
-    """Turn a YAML value or a variable's text into the key's type, or raise a Problem naming `where`."""
+    """Turn a YAML value or a variable's text into the key's type, or raise a UserError naming `where`."""
     if key.nullable and (raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE_WORDS)):
         return None
     kind = key.kind
 
-    def bad(expected_en: str, expected_zh: str) -> Problem:
+    def bad(expected_en: str, expected_zh: str) -> UserError:
         return _error(
             where,
             f"{where}={raw!r} is not valid: expected {expected_en}",

@@ -41,14 +41,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TextIO
 
-from entrypoint.core.messages import EXIT_PREFLIGHT, Problem, Text, language, render
+from entrypoint.core.errors import PreflightFailed, UserError
+from entrypoint.core.masking import safe_url
+from entrypoint.core.messages import Text, language, render
 from entrypoint.net.download import (
     DownloadError,
     DownloadOptions,
     OrderedStream,
     Remote,
     ResumableSha256,
-    display,
     human_bytes,
     probe,
 )
@@ -270,11 +271,11 @@ def _duration(seconds: float) -> str:
 # ---------------------------------------------------------------- problems
 
 
-def _problem(id: str, where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> Problem:
-    return Problem(EXIT_PREFLIGHT, id, Text(en, zh), where, Text(fix_en, fix_zh))
+def _problem(id: str, where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> UserError:
+    return PreflightFailed(id, where, Text(en, zh), Text(fix_en, fix_zh))
 
 
-def _io_problem(error: OSError, where: Path, resume: Text) -> Problem:
+def _io_problem(error: OSError, where: Path, resume: Text) -> UserError:
     """A clear message for a write that failed: disk full, read-only, permission, anything else."""
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         free = _free(where)
@@ -651,7 +652,7 @@ class EntryJob:
             "version": 1,
             "name": self.entry.name,
             "file": self.entry.file_name,
-            "url": display(self.entry.url),
+            "url": safe_url(self.entry.url),
             "size": self.remote.size,
             "validator": self.remote.validator,
         }
@@ -943,7 +944,7 @@ class EntryJob:
         kept = ", ".join(str(m) for m in moved) or "nothing"
         raise _problem(
             "fetch.verify",
-            display(self.entry.url),
+            safe_url(self.entry.url),
             f"{self.entry.name}: {what.en}; nothing was moved into {self.root}, the bad copy is kept at {kept}",
             f"{self.entry.name}:{what.zh};未放入 {self.root},损坏的副本保留在 {kept}",
             "Check the source (a different file version? a pinned sha256 or size that is out of date?), then run "
@@ -951,12 +952,11 @@ class EntryJob:
             "请检查来源(文件版本不同?清单中固定的 sha256 或大小已过期?)后再次运行:该条目将重新开始。不需要时可删除保留的副本。",
         )
 
-    def _download_problem(self, error: DownloadError) -> Problem:
-        return Problem(
-            EXIT_PREFLIGHT,
+    def _download_problem(self, error: DownloadError) -> UserError:
+        return PreflightFailed(
             f"fetch.{error.kind}",
-            error.what,
             error.where,
+            error.what,
             Text(
                 error.fix.en + " Running the same command again resumes where it stopped.",
                 error.fix.zh + " 再次运行同一命令即可从中断处继续。",
@@ -993,7 +993,7 @@ class EntryJob:
                 self.folder / "done.json",
                 {
                     "name": entry.name,
-                    "url": display(entry.url),
+                    "url": safe_url(entry.url),
                     "size": self.remote.size,
                     "sha256": digest,
                     "validator": self.remote.validator,
@@ -1024,7 +1024,7 @@ def _one_heap() -> None:
 
 
 def main(args: argparse.Namespace, env: dict[str, str] | None = None, out: TextIO | None = None) -> int:
-    """Run `fetch-assets` with parsed `args`; raises `Problem` (exit 2/3) for the caller to print."""
+    """Run `fetch-assets` with parsed `args`; raises `UserError` (exit 2/3) for the caller to print."""
     env = dict(os.environ) if env is None else env
     out = out or sys.stdout
     lang = language(env)
@@ -1047,8 +1047,8 @@ def main(args: argparse.Namespace, env: dict[str, str] | None = None, out: TextI
     workspace = Workspace(root)
     say(
         Text(
-            f"fetch-assets: {len(entries)} entries from {display(manifest.base_url or '(absolute URLs)')} into {root}",
-            f"fetch-assets:{len(entries)} 个条目,来源 {display(manifest.base_url or '(绝对地址)')},目标 {root}",
+            f"fetch-assets: {len(entries)} entries from {safe_url(manifest.base_url or '(absolute URLs)')} into {root}",
+            f"fetch-assets:{len(entries)} 个条目,来源 {safe_url(manifest.base_url or '(绝对地址)')},目标 {root}",
         )
     )
     statuses = {e.name: inspect_entry(root, workspace, e, args.force) for e in entries}
@@ -1057,8 +1057,8 @@ def main(args: argparse.Namespace, env: dict[str, str] | None = None, out: TextI
         target = entry.into + "/" if entry.archive else entry.to
         say(
             Text(
-                f"  {entry.name:<{width}}  {statuses[entry.name].message.en}  [{display(entry.url)} -> {target}]",
-                f"  {entry.name:<{width}}  {statuses[entry.name].message.zh}  [{display(entry.url)} -> {target}]",
+                f"  {entry.name:<{width}}  {statuses[entry.name].message.en}  [{safe_url(entry.url)} -> {target}]",
+                f"  {entry.name:<{width}}  {statuses[entry.name].message.zh}  [{safe_url(entry.url)} -> {target}]",
             )
         )
     if args.dry_run:
@@ -1079,7 +1079,7 @@ def main(args: argparse.Namespace, env: dict[str, str] | None = None, out: TextI
                         {
                             "name": entry.name,
                             "adopted": True,
-                            "url": display(entry.url),
+                            "url": safe_url(entry.url),
                             "size": entry.size,
                             "sha256": None,
                             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -1149,17 +1149,16 @@ def _fetch_all(
                     )
                 )
                 continue
-            raise Problem(
-                EXIT_PREFLIGHT,
+            raise PreflightFailed(
                 f"fetch.{error.kind}",
-                Text(f"{entry.name}: {error.what.en}", f"{entry.name}:{error.what.zh}"),
                 error.where,
+                Text(f"{entry.name}: {error.what.en}", f"{entry.name}:{error.what.zh}"),
                 Text(error.fix.en + " No download was started.", error.fix.zh + " 尚未开始任何下载。"),
             ) from None
         if entry.size is not None and remote.size is not None and remote.size != entry.size:
             raise _problem(
                 "fetch.size",
-                display(entry.url),
+                safe_url(entry.url),
                 f"{entry.name}: the server's file is {remote.size} bytes, the manifest pins {entry.size}",
                 f"{entry.name}:服务器上的文件为 {remote.size} 字节,清单固定为 {entry.size} 字节",
                 "The file on the server is a different version, or the manifest is out of date: fix one of them.",

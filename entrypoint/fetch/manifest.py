@@ -2,7 +2,7 @@
 
 The built-in manifest (`data/assets-manifest.yaml`) is the seed's step 2 for pi05_libero. `--manifest FILE` replaces
 it with a file of the same shape; `--base-url` replaces its `base_url`. Anything malformed is a mis-specified
-request: `Problem` with exit code 2, naming the file, the entry and the key.
+request: `UserError` with exit code 2, naming the file, the entry and the key.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import Any
 
 import yaml
 
-from entrypoint.core.messages import Problem, Text, job_error
+from entrypoint.core.errors import JobMisspecified, UserError
+from entrypoint.core.masking import safe_url
+from entrypoint.core.messages import Text
 from entrypoint.fetch.unpack import FORMATS, archive_format
-from entrypoint.net.download import DownloadError, check_scheme, display, local_path, source_name
+from entrypoint.net.download import DownloadError, check_scheme, local_path, source_name
 
 BUILTIN = Path(__file__).resolve().parent.parent / "data" / "assets-manifest.yaml"
 ENTRY_KEYS = ("name", "about", "url", "into", "to", "provides", "check", "size", "sha256", "optional", "format")
@@ -61,7 +63,7 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "url": display(self.url),
+            "url": safe_url(self.url),
             "into": self.into,
             "to": self.to,
             "provides": list(self.provides),
@@ -80,8 +82,8 @@ class Manifest:
     entries: tuple[Entry, ...]
 
 
-def _bad(where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> Problem:
-    return job_error("fetch.manifest", where, Text(en, zh), Text(fix_en, fix_zh))
+def _bad(where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> UserError:
+    return JobMisspecified("fetch.manifest", where, Text(en, zh), Text(fix_en, fix_zh))
 
 
 def _read(path: Path, label: str) -> Any:
@@ -166,7 +168,7 @@ def check_source(url: str, where: str, allow_http: bool) -> None:
     try:
         check_scheme(url, allow_http)
     except DownloadError as error:
-        raise job_error(
+        raise JobMisspecified(
             "fetch.url",
             where,
             error.what,
@@ -175,20 +177,20 @@ def check_source(url: str, where: str, allow_http: bool) -> None:
     if local_path(url) is None:
         parts = urllib.parse.urlsplit(url)
         if not parts.hostname or any(c.isspace() or ord(c) < 32 for c in url):
-            raise job_error(
+            raise JobMisspecified(
                 "fetch.url",
                 where,
-                Text(f"{display(url)!r} is not a valid URL", f"{display(url)!r} 不是合法的地址"),
+                Text(f"{safe_url(url)!r} is not a valid URL", f"{safe_url(url)!r} 不是合法的地址"),
                 Text(
                     "Give a URL such as https://host/path/file.tar.gz (spaces must be written %20).",
                     "请填写形如 https://host/path/file.tar.gz 的地址(空格须写作 %20)。",
                 ),
             )
         if not source_name(url):
-            raise job_error(
+            raise JobMisspecified(
                 "fetch.url",
                 where,
-                Text(f"{display(url)} names no file", f"{display(url)} 未指明文件名"),
+                Text(f"{safe_url(url)} names no file", f"{safe_url(url)} 未指明文件名"),
                 Text("Give the URL of the file itself.", "请提供文件本身的地址。"),
             )
 
@@ -379,7 +381,7 @@ def select(manifest: Manifest, only: Sequence[str], skip: Sequence[str]) -> list
         for name in values:
             if name not in names:
                 close = difflib.get_close_matches(name, names, n=1)
-                raise job_error(
+                raise JobMisspecified(
                     "fetch.entry",
                     flag,
                     Text(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, failed, passed
-from entrypoint.core.messages import EXIT_JOB_SPEC, Text
+from entrypoint.core.messages import Text
 from entrypoint.inspect.topology import Topology
 
 
@@ -38,5 +39,5 @@ def check_batch(batch_size: int, topology: Topology) -> Finding:
             f"请把 VLA_BATCH_SIZE 设为 {processes} 的倍数:{choices}。",
         ),
         "VLA_BATCH_SIZE",
-        EXIT_JOB_SPEC,
+        ExitCode.JOB_MISSPECIFIED,
     )

@@ -11,9 +11,10 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from entrypoint.core.errors import JobMisspecified, PreflightFailed
 from entrypoint.core.findings import Finding, warned
 from entrypoint.core.host import Host
-from entrypoint.core.messages import Text, job_error, preflight_error
+from entrypoint.core.messages import Text
 
 DEFAULT_MASTER_PORT = 29500
 PET_TOPOLOGY_VARS = ("PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR", "PET_MASTER_PORT")
@@ -54,7 +55,7 @@ class Topology:
 
 
 def _bad(name: str, value: str, expected_en: str, expected_zh: str, fix_en: str, fix_zh: str):
-    return job_error(
+    return JobMisspecified(
         "topology.bad-variable",
         name,
         Text(f"{name}={value!r} is not valid: expected {expected_en}", f"{name}={value!r} 无效:应为{expected_zh}"),
@@ -66,7 +67,7 @@ def _integer(env: dict[str, str], name: str, minimum: int, default: int | None =
     raw = env.get(name)
     if raw is None:
         if default is None:
-            raise job_error(
+            raise JobMisspecified(
                 "topology.missing-variable",
                 name,
                 Text(f"{name} is not set", f"未设置 {name}"),
@@ -93,7 +94,7 @@ def _master(env: dict[str, str], addr_var: str, port_var: str, nnodes: int) -> t
     addr = env.get(addr_var, "").strip()
     if not addr:
         if nnodes > 1:
-            raise job_error(
+            raise JobMisspecified(
                 "topology.missing-variable",
                 addr_var,
                 Text(f"{addr_var} is not set for a {nnodes}-node job", f"{nnodes} 节点任务未设置 {addr_var}"),
@@ -113,7 +114,7 @@ def _master(env: dict[str, str], addr_var: str, port_var: str, nnodes: int) -> t
             f"请把 {addr_var} 设为 0 号节点的 IP 或主机名。",
         )
     if nnodes > 1 and _is_loopback(addr):
-        raise job_error(
+        raise JobMisspecified(
             "topology.loopback-master",
             addr_var,
             Text(
@@ -204,7 +205,7 @@ def _node_list(env: dict[str, str], nnodes: int, rank: int, per_node: int, total
 
 
 def _contradiction(where: str, en: str, zh: str):
-    return job_error(
+    return JobMisspecified(
         "topology.contradiction",
         where,
         Text(en, zh),
@@ -220,7 +221,7 @@ def _from_tione(env: dict[str, str]) -> tuple[int, int, int, str, int]:
     nnodes = _integer(env, "WORLD_SIZE", 1, default=1)
     rank = _integer(env, "RANK", 0, default=0)
     if rank >= nnodes:
-        raise job_error(
+        raise JobMisspecified(
             "topology.rank-out-of-range",
             "RANK",
             Text(
@@ -265,7 +266,7 @@ def _from_pet(env: dict[str, str], host: Host, device: str) -> tuple[int, int, i
     nnodes = _integer({"PET_NNODES": low}, "PET_NNODES", 1)
     rank = _integer(env, "PET_NODE_RANK", 0, default=0)
     if rank >= nnodes:
-        raise job_error(
+        raise JobMisspecified(
             "topology.rank-out-of-range",
             "PET_NODE_RANK",
             Text(
@@ -303,7 +304,7 @@ def _check_gpus(env: dict[str, str], host: Host, per_node: int, source_var: str)
     findings: list[Finding] = []
     visible = _visible_devices(env)
     if visible is not None and visible < per_node:
-        raise job_error(
+        raise JobMisspecified(
             "topology.visible-devices",
             "CUDA_VISIBLE_DEVICES",
             Text(
@@ -332,7 +333,7 @@ def _check_gpus(env: dict[str, str], host: Host, per_node: int, source_var: str)
         )
     present = host.gpu_count()
     if present < per_node:
-        raise preflight_error(
+        raise PreflightFailed(
             "topology.gpus-missing",
             f"{host.path('/dev')}/nvidia*",
             Text(
@@ -371,7 +372,7 @@ def _pet_overridden(env: dict[str, str], chosen: dict[str, int | str]) -> list[F
 
 
 def resolve_topology(host: Host, device: str) -> Topology:
-    """Read and validate the topology; raises `Problem` (exit 2 bad values, 3 missing GPUs)."""
+    """Read and validate the topology; raises `UserError` (exit 2 bad values, 3 missing GPUs)."""
     env = dict(host.env)
     findings: list[Finding] = []
     if "GPU_NUM_PER_NODE" in env:
@@ -394,7 +395,7 @@ def resolve_topology(host: Host, device: str) -> Topology:
         count_var = "PET_NPROC_PER_NODE"
     else:
         if env.get("WORLD_SIZE", "1").strip() not in ("", "1"):
-            raise job_error(
+            raise JobMisspecified(
                 "topology.ambiguous",
                 "WORLD_SIZE",
                 Text(
@@ -412,7 +413,7 @@ def resolve_topology(host: Host, device: str) -> Topology:
         per_node = _local_gpus(env, host) if device == "gpu" else 1
         count_var = "the visible GPU count"
         if device == "gpu" and per_node == 0:
-            raise preflight_error(
+            raise PreflightFailed(
                 "topology.no-gpu",
                 f"{host.path('/dev')}/nvidia*",
                 Text("no GPU is visible on this machine", "本机没有可见的 GPU"),

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
-from entrypoint.core.messages import EXIT_PREFLIGHT, language, render
+from entrypoint.core.messages import language, render
 from entrypoint.core.report import command_line, health_summary
 from entrypoint.fabric.decide import raise_memlock
 from entrypoint.fabric.nccl_log import debug_env, proof_findings, read_logs
@@ -28,7 +29,7 @@ from entrypoint.launch.preflight import run_preflight, table
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord, process_age_s
 from entrypoint.launch.supervisor import Supervisor, Tee
-from entrypoint.launch.watchdog import EXIT_STALLED, Watchdog
+from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import Plan, build_plan
 from entrypoint.taco.plan import activate_taco
 from entrypoint.taco.summary import SummaryReader
@@ -127,9 +128,9 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
             out.write(table(preflight) + "\n")
         health_summary(preflight.findings, "bandwidth preflight", lang, out)
         if plan.settings.preflight == "fail" and preflight.status in ("hang", "error", "below"):
-            record.data["outcome"] = {"exit_code": EXIT_PREFLIGHT, "class": "preflight-failed"}
+            record.data["outcome"] = {"exit_code": ExitCode.PREFLIGHT_FAILED, "class": "preflight-failed"}
             record.write()
-            return EXIT_PREFLIGHT
+            return ExitCode.PREFLIGHT_FAILED
     nccl_dir = log_path.with_suffix(".nccl") if log_path is not None else None
     if nccl_dir is not None:
         nccl_env = debug_env(str(nccl_dir), {**host.env, **plan.fabric.env_kept})
@@ -174,7 +175,7 @@ def _run(plan: Plan, host: Host, out: Tee, record: StartupRecord, lang: str, log
     }
     if supervisor.stall is not None:
         record.data["stall"] = supervisor.stall
-        if code == EXIT_STALLED:
+        if code == ExitCode.STALLED:
             record.data["outcome"].update(
                 {"class": "stalled", "root_cause": f"no progress for {supervisor.stall['silent_s']}s"}
             )

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from entrypoint.core.errors import ExitCode
 from entrypoint.launch.failure import OutputTail
 from entrypoint.launch.processes import ProcessTree
-from entrypoint.launch.watchdog import EXIT_STALLED, Watchdog, diagnose, summary_lines, write_stacks
+from entrypoint.launch.watchdog import Watchdog, diagnose, summary_lines, write_stacks
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -139,7 +140,7 @@ class Supervisor:
         if self.signalled is not None:
             return 128 + self.signalled
         if self.stall is not None and self.stall_action == "fail":
-            return EXIT_STALLED
+            return ExitCode.STALLED
         return 128 - code if code < 0 else code
 
     def _on_stall(self, silent: float, limit: float) -> None:
@@ -179,7 +180,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 pass
         self.out.write(
-            f"vla-entrypoint: STALL: ending this node with exit code {EXIT_STALLED} so the platform ends the job\n"
+            f"vla-entrypoint: STALL: ending this node with exit code {ExitCode.STALLED} so the platform ends the job\n"
             + "!" * 100
             + "\n"
         )

@@ -21,7 +21,6 @@ from pathlib import Path
 from entrypoint.launch.processes import PROC, Proc, ProcessTree
 from entrypoint.launch.progress import Progress
 
-EXIT_STALLED = 124  # like timeout(1): the watchdog ended a job that made no progress
 FLOOR_S = 600.0
 GAP_FACTOR = 20
 COLLECTIVE_FRAMES = (

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text
 
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
@@ -95,18 +96,6 @@ class DownloadError(Exception):
         self.kind, self.what, self.where, self.fix, self.retryable = kind, what, where, fix, retryable
 
 
-def display(source: str) -> str:
-    """`source` safe for logs: a URL loses its user info and query (signed URLs carry credentials there)."""
-    parts = urllib.parse.urlsplit(source)
-    if not parts.scheme or len(parts.scheme) == 1:  # a plain path (or a Windows drive letter)
-        return source
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    query = "?…" if parts.query else ""
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", "")) + query
-
-
 def source_name(source: str) -> str:
     """The file name a source names: the last path segment, percent-decoded for URLs."""
     parts = urllib.parse.urlsplit(source)
@@ -129,10 +118,10 @@ def local_path(source: str) -> Path | None:
         raise DownloadError(
             "scheme",
             Text(
-                f"unsupported address {display(source)}: only https://, http://, file:// or a path",
-                f"不支持的地址 {display(source)}:仅支持 https://、http://、file:// 或文件路径",
+                f"unsupported address {safe_url(source)}: only https://, http://, file:// or a path",
+                f"不支持的地址 {safe_url(source)}:仅支持 https://、http://、file:// 或文件路径",
             ),
-            display(source),
+            safe_url(source),
             Text("Give an https URL or a file path.", "请提供 https 地址或文件路径。"),
         )
     return Path(source)
@@ -145,10 +134,10 @@ def check_scheme(source: str, allow_http: bool) -> None:
         raise DownloadError(
             "scheme",
             Text(
-                f"{display(source)} is plain http: downloads are https-only",
-                f"{display(source)} 使用明文 http:下载仅允许 https",
+                f"{safe_url(source)} is plain http: downloads are https-only",
+                f"{safe_url(source)} 使用明文 http:下载仅允许 https",
             ),
-            display(source),
+            safe_url(source),
             Text(
                 "Use an https URL, or explicitly allow http for a trusted network.",
                 "请改用 https 地址,或在可信网络中显式允许 http。",
@@ -187,8 +176,8 @@ def fetch(
     if not name:
         raise DownloadError(
             "scheme",
-            Text(f"{display(source)} names no file", f"{display(source)} 未指明文件名"),
-            display(source),
+            Text(f"{safe_url(source)} names no file", f"{safe_url(source)} 未指明文件名"),
+            safe_url(source),
             Text("Give the URL of the file itself.", "请提供文件本身的地址。"),
         )
     into.mkdir(parents=True, exist_ok=True)
@@ -211,10 +200,10 @@ def _verify(digest: str, expected: str | None, path: Path, source: str, remove: 
     raise DownloadError(
         "checksum",
         Text(
-            f"{display(source)} has sha256 {digest}, not the expected {expected.lower()}: refused",
-            f"{display(source)} 的 sha256 为 {digest},与期望的 {expected.lower()} 不符:已拒绝",
+            f"{safe_url(source)} has sha256 {digest}, not the expected {expected.lower()}: refused",
+            f"{safe_url(source)} 的 sha256 为 {digest},与期望的 {expected.lower()} 不符:已拒绝",
         ),
-        display(source),
+        safe_url(source),
         Text(
             "Check that the pinned checksum belongs to this file, or fix the source.",
             "请确认所固定的校验和属于该文件,或修正来源。",
@@ -300,10 +289,10 @@ class _NoDowngrade(urllib.request.HTTPRedirectHandler):
             raise DownloadError(
                 "scheme",
                 Text(
-                    f"{display(req.full_url)} redirects to plain http ({display(newurl)}): refused",
-                    f"{display(req.full_url)} 重定向到明文 http({display(newurl)}):已拒绝",
+                    f"{safe_url(req.full_url)} redirects to plain http ({safe_url(newurl)}): refused",
+                    f"{safe_url(req.full_url)} 重定向到明文 http({safe_url(newurl)}):已拒绝",
                 ),
-                display(req.full_url),
+                safe_url(req.full_url),
                 Text("Use a URL that stays on https.", "请使用始终为 https 的地址。"),
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
@@ -394,7 +383,7 @@ class _Transfer:
 
     def attempt(self, handle: BinaryIO, start: float) -> None:
         """Fetch from byte `base + have` to `end` (or the end of the file) into `handle` (positioned at its end)."""
-        where = display(self.url)
+        where = safe_url(self.url)
         request = urllib.request.Request(
             self.url, headers={"User-Agent": "vla-entrypoint", "Accept-Encoding": "identity"}
         )
@@ -494,10 +483,10 @@ class _Transfer:
                 raise DownloadError(
                     "changed",
                     Text(
-                        f"{display(self.url)} changed on the server during the download",
-                        f"{display(self.url)} 在下载过程中被服务器端更新",
+                        f"{safe_url(self.url)} changed on the server during the download",
+                        f"{safe_url(self.url)} 在下载过程中被服务器端更新",
                     ),
-                    display(self.url),
+                    safe_url(self.url),
                     Text(
                         "Run the same command again: it starts this file over.", "请再次运行同一命令:该文件将重新下载。"
                     ),
@@ -508,10 +497,10 @@ class _Transfer:
                 raise DownloadError(
                     "no-range",
                     Text(
-                        f"{display(self.url)}: the server ignored a range request",
-                        f"{display(self.url)}:服务器忽略了范围请求",
+                        f"{safe_url(self.url)}: the server ignored a range request",
+                        f"{safe_url(self.url)}:服务器忽略了范围请求",
                     ),
-                    display(self.url),
+                    safe_url(self.url),
                     Text("Use a single stream for this server.", "请对该服务器使用单连接下载。"),
                 )
         self.validator = self.validator or validator
@@ -575,7 +564,7 @@ class _Transfer:
         return min(self.options.timeout_s, left)
 
     def _failure(self, kind: str, en: str, zh: str, retryable: bool) -> DownloadError:
-        where = display(self.url)
+        where = safe_url(self.url)
         return DownloadError(
             kind,
             Text(f"download of {where} failed: {en}", f"下载 {where} 失败:{zh}"),
@@ -621,8 +610,8 @@ def probe(
     if not source_name(source):
         raise DownloadError(
             "scheme",
-            Text(f"{display(source)} names no file", f"{display(source)} 未指明文件名"),
-            display(source),
+            Text(f"{safe_url(source)} names no file", f"{safe_url(source)} 未指明文件名"),
+            safe_url(source),
             Text("Give the URL of the file itself.", "请提供文件本身的地址。"),
         )
     transfer = _Transfer(

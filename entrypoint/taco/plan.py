@@ -32,15 +32,16 @@ from typing import TextIO
 
 from packaging.tags import Tag
 
+from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
-from entrypoint.core.messages import EXIT_JOB_SPEC, EXIT_PREFLIGHT, Text, render
+from entrypoint.core.masking import safe_url
+from entrypoint.core.messages import Text, render
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.environment import EnvPlan
 from entrypoint.net.download import (
     DownloadError,
     DownloadOptions,
     check_scheme,
-    display,
     fetch,
     local_path,
     source_name,
@@ -146,7 +147,7 @@ class TacoPlan:
             "reason": self.reason.en,
             "reason_zh": self.reason.zh,
             "wheel": self.wheel,
-            "source": display(self.source) if self.source else None,
+            "source": safe_url(self.source) if self.source else None,
             "sha256": self.sha256,
             "pinned": self.sha256 is not None if self.status == "install" else None,
             "prefix": str(self.prefix) if self.prefix else None,
@@ -167,7 +168,7 @@ class _Trouble:
 
 def _trouble_finding(mode: str, trouble: _Trouble, id: str = "taco.wheel") -> Finding:
     if mode == "on":
-        code = EXIT_JOB_SPEC if trouble.misspecified else EXIT_PREFLIGHT
+        code = ExitCode.JOB_MISSPECIFIED if trouble.misspecified else ExitCode.PREFLIGHT_FAILED
         return failed(
             id,
             Text(
@@ -283,7 +284,7 @@ def _wheel_source(settings: Settings, tags: list[Tag]) -> tuple[str, str] | _Tro
     except ValueError as error:
         return _Trouble(
             Text(
-                f"{display(source)} is not a wheel file name: {error}", f"{display(source)} 不是 wheel 文件名:{error}"
+                f"{safe_url(source)} is not a wheel file name: {error}", f"{safe_url(source)} 不是 wheel 文件名:{error}"
             ),
             Text(
                 "Point VLA_TACO_WHEEL at a taco_train-<version>-<tags>.whl file.",
@@ -400,8 +401,8 @@ def plan_taco(
                 warned(
                     "taco.checksum",
                     Text(
-                        f"the TACO wheel {display(source)} is not pinned: it is installed unverified",
-                        f"TACO wheel {display(source)} 未固定校验和:将不经校验安装",
+                        f"the TACO wheel {safe_url(source)} is not pinned: it is installed unverified",
+                        f"TACO wheel {safe_url(source)} 未固定校验和:将不经校验安装",
                     ),
                     Text(
                         "Set VLA_TACO_WHEEL_SHA256 to the wheel's sha256 so a changed or corrupted file is refused.",
@@ -437,7 +438,7 @@ def plan_taco(
         Text(f"baked into the image at {prefix}", f"已内置于镜像 {prefix}")
         if status == "baked"
         else Text(
-            f"installed at start from {display(source)} into {prefix}", f"启动时从 {display(source)} 安装到 {prefix}"
+            f"installed at start from {safe_url(source)} into {prefix}", f"启动时从 {safe_url(source)} 安装到 {prefix}"
         )
     )
     findings.insert(
@@ -448,7 +449,7 @@ def plan_taco(
                 f"TACO: {wheel} {how.en}; features {effective} (profile {profile})",
                 f"TACO:{wheel} {how.zh};特性 {effective}(模型类型 {profile})",
             ),
-            display(source),
+            safe_url(source),
         ),
     )
     return TacoPlan(

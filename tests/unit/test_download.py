@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.net.download import DownloadError, DownloadOptions, _NoDowngrade, display, fetch, sha256_of, source_name
+from entrypoint.core.masking import safe_url
+from entrypoint.net.download import DownloadError, DownloadOptions, _NoDowngrade, fetch, sha256_of, source_name
 
 CONTENT = bytes(range(256)) * 4096  # 1 MiB, not all one byte so a misplaced range shows in the hash
 DIGEST = hashlib.sha256(CONTENT).hexdigest()
@@ -253,4 +254,4 @@ def test_progress_lines_are_throttled(serve, tmp_path):
     ids=["signed-url", "path"],
 )
 def test_display_and_name(source, shown, name):
-    assert (display(source), source_name(source)) == (shown, name)
+    assert (safe_url(source), source_name(source)) == (shown, name)

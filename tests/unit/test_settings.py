@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.core.messages import Problem
+from entrypoint.core.errors import UserError
 from entrypoint.core.settings import load_settings
 
 
@@ -99,10 +99,10 @@ def test_relative_paths_resolve_against_the_assets_root(tmp_path):
 def test_bad_job_files(tmp_path, text, culprit, hint):
     job = tmp_path / "job.yaml"
     job.write_text(text)
-    with pytest.raises(Problem) as caught:
+    with pytest.raises(UserError) as caught:
         load_settings({"VLA_JOB_FILE": str(job), "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
     problem = caught.value
-    assert problem.code == 2
+    assert problem.exit_code == 2
     assert culprit in problem.where + problem.what.en
     assert hint in problem.fix.en + problem.what.en
     assert problem.what.zh and problem.fix.zh

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from entrypoint.core.errors import UserError
 from entrypoint.core.host import Host
-from entrypoint.core.messages import Problem
 from entrypoint.inspect.topology import resolve_topology
 
 
@@ -102,9 +102,9 @@ def test_gpus_read_from_proc_when_no_device_nodes(world):
 
 def test_no_gpu_is_not_a_silent_cpu_fallback(world):
     world.gpus(0)
-    with pytest.raises(Problem) as caught:
+    with pytest.raises(UserError) as caught:
         resolve_topology(host_with(world, {}), "gpu")
-    assert caught.value.code == 3 and "VLA_DEVICE=cpu" in caught.value.fix.en
+    assert caught.value.exit_code == 3 and "VLA_DEVICE=cpu" in caught.value.fix.en
 
 
 def test_pet_variables_that_disagree_are_reported(world):

@@ -1,0 +1,52 @@
+"""Exit codes and the one exception family for conditions that end a command.
+
+A `UserError` carries what is wrong, where (a variable, flag or path) and the fix, in both languages; the CLI
+prints it with `report.problem_block` and exits with the subclass's code, never with a traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import ClassVar
+
+from entrypoint.core.messages import Text, flatten
+
+
+class ExitCode(IntEnum):
+    """The process exit codes the launcher itself chooses (otherwise training's own, 128+N after signal N)."""
+
+    OK = 0
+    JOB_MISSPECIFIED = 2  # bad YAML, bad variable value, contradictory settings
+    PREFLIGHT_FAILED = 3  # missing/corrupt assets, impossible topology, failed bandwidth preflight
+    STALLED = 124  # the stall watchdog ended the job (stall_action fail)
+
+
+class UserError(Exception):
+    """A condition that stops the command: `what` is wrong at `where`; `fix` says what to do."""
+
+    exit_code: ClassVar[ExitCode] = ExitCode.PREFLIGHT_FAILED
+
+    def __init__(self, id: str, where: str, what: Text, fix: Text) -> None:
+        super().__init__(what.en)
+        self.id, self.where, self.what, self.fix = id, where, what, fix
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "exit_code": int(self.exit_code),
+            **flatten(self.what, "message"),
+            "where": self.where,
+            **flatten(self.fix, "hint"),
+        }
+
+
+class JobMisspecified(UserError):
+    """The job is mis-specified (exit 2): fix the settings, not the machine."""
+
+    exit_code = ExitCode.JOB_MISSPECIFIED
+
+
+class PreflightFailed(UserError):
+    """A preflight check failed (exit 3): the assets, storage or machine are not ready."""
+
+    exit_code = ExitCode.PREFLIGHT_FAILED
