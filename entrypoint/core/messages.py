@@ -66,9 +66,12 @@ class Catalogue:
             Catalogue.registry[key] = template
 
     def __call__(self, name: str, /, **fields: object) -> Text:
-        """The message `name` with `fields` filled in, in both languages."""
+        """The message `name` with `fields` filled in, in both languages; a field that is itself a `Text` gives
+        its English to the English template and its Chinese to the Chinese one."""
         template = self.templates[name]
-        return Text(template.en.format(**fields), template.zh.format(**fields))
+        en = {k: v.en if isinstance(v, Text) else v for k, v in fields.items()}
+        zh = {k: v.zh if isinstance(v, Text) else v for k, v in fields.items()}
+        return Text(template.en.format(**en), template.zh.format(**zh))
 
 
 def language(env: Mapping[str, str] | None = None) -> Lang:
