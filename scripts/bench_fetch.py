@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """Benchmark: preparing the openpi-assets tree with `vla-entrypoint fetch-assets` versus the seed's step 2 (sequential
 `wget` then `tar -xf` of each file), the same synthetic files from the same local HTTP server.
 
-    scripts/bench_fetch.py [--scale 25] [--runs 3] [--rate-mib 0,20] [--work DIR] [--quick]
+    python3 -m scripts.bench_fetch [--scale 25] [--runs 3] [--rate-mib 0,20] [--work DIR] [--quick]   # repo root
 
 The release is shaped like the real one at 1/`scale` of its size: the LIBERO tarball with 1693 episode files
 (35 GB / scale), norm_stats.json, the per-suite tarball (4 suites, 1693 episodes, 4.7 GB / scale) and the weights
 tarball (one model.safetensors, 14 GB / scale); episode and weight bytes are mostly random (they hold encoded images
-and floats, which do not compress), tarballs are gzip -6 like `tar -czf`. The server is `tests/httpserver.py`
+and floats, which do not compress), tarballs are gzip -6 like `tar -czf`. The server is `tests/support/httpserver.py`
 (threads, sendfile) on 127.0.0.1, first without a limit (the client's own speed), then with a per-connection
 limit (`--rate-mib`, like an object store's per-connection throughput). Ways, alternating within each repetition
 after a discarded warm-up, each into an empty folder on the same file system, `sync` before each:
@@ -18,7 +17,8 @@ after a discarded warm-up, each into an empty folder on the same file system, `s
 
 Disk use is sampled every 50 ms by walking the folder (blocks allocated, each inode counted once); "peak extra" is
 the highest sample minus the size of the finished training tree. Peak RSS is the highest sampled resident memory
-of the way's processes together (/proc). Prints a Markdown section for docs/benchmarks.md. Installs wget with apt-get when it is missing.
+of the way's processes together (/proc). Prints a Markdown section for docs/benchmarks.md. Installs wget with apt-get
+when it is missing.
 """
 
 from __future__ import annotations
@@ -36,11 +36,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.httpserver import serve
+from tests.support.synthetic import RELEASE_FILES, make_release
 
-from tests.httpserver import serve  # noqa: E402
-from tests.synthetic import RELEASE_FILES, make_release  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 REAL = {"dataset": 35e9, "suites": 4.7e9, "weights": 14e9}
 EPISODES = 1693
@@ -52,7 +51,8 @@ COS_BASE={base}
 cd $ASSETS/datasets
 wget -q $COS_BASE/datasets/libero/physical-intelligence.tar.gz
 tar -xf physical-intelligence.tar.gz
-wget -q -O $ASSETS/assets/pi05_libero/physical-intelligence/libero/norm_stats.json $COS_BASE/datasets/libero/norm_stats.json
+wget -q -O $ASSETS/assets/pi05_libero/physical-intelligence/libero/norm_stats.json \
+$COS_BASE/datasets/libero/norm_stats.json
 cd $ASSETS/datasets
 wget -q $COS_BASE/datasets/libero/libero_mujoco3.3.2.tar.gz
 tar -xf libero_mujoco3.3.2.tar.gz
@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                     sample = run_way(way.name, server.url, work / "assets")
                     print(
                         f"{'warm-up' if repetition == 0 else f'run {repetition}'} {way.name} (limit {rate:g}): "
-                        f"{sample.seconds:.1f} s, peak extra {_size(sample.peak_extra)}, rss {sample.rss_kib // 1024} MiB",
+                        f"{sample.seconds:.1f} s, peak extra {_size(sample.peak_extra)}, rss {sample.rss_kib // 1024} "
+                        "MiB",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -281,34 +282,39 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work / "assets", ignore_errors=True)
     total = sum(sizes.values())
     tree = results[rates[0]][0].samples[0].tree
+    wget = subprocess.run(["wget", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    tar = subprocess.run(["tar", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     lines = [
         "## Preparing the assets: `fetch-assets` versus the seed's `wget` + `tar -xf`",
         "",
-        f"Measured with `scripts/bench_fetch.py --scale {args.scale:g} --runs {args.runs} --rate-mib {args.rate_mib}` in "
-        f"{(time.monotonic() - started) / 60:.1f} min on {os.cpu_count()} CPUs ({platform.machine()}), the trees on "
-        f"{filesystem(work)}, Python {platform.python_version()}, "
-        f"{subprocess.run(['wget', '--version'], capture_output=True, text=True).stdout.splitlines()[0].split(' built')[0]}, "
-        f"{subprocess.run(['tar', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}. "
-        f"The release is the real one at 1/{args.scale:g}: dataset tarball {_size(sizes['dataset'])} ({EPISODES} episode files), "
-        f"suites {_size(sizes['suites'])}, weights {_size(sizes['weights'])}, norm stats {sizes['norm-stats']} B — "
-        f"{_size(total)} of tarballs unpacking to {_size(tree)}, served by a threaded HTTP server on 127.0.0.1. "
-        f"Median of {args.runs} runs (min – max), after a warm-up of each way, ways alternating. Peak extra disk is the most "
-        "the folder ever held beyond the finished tree (sampled every 50 ms); peak RSS is the way's processes together. "
-        f"Load average at start {' '.join(load_start)}, at end {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.",
+        f"Measured with `python3 -m scripts.bench_fetch --scale {args.scale:g} --runs {args.runs} --rate-mib "
+        f"{args.rate_mib}` in {(time.monotonic() - started) / 60:.1f} min on {os.cpu_count()} CPUs "
+        f"({platform.machine()}), the trees on {filesystem(work)}, Python {platform.python_version()}, "
+        f"{wget.split(' built')[0]}, {tar}. The release is the real one at 1/{args.scale:g}: dataset tarball "
+        f"{_size(sizes['dataset'])} ({EPISODES} episode files), suites {_size(sizes['suites'])}, weights "
+        f"{_size(sizes['weights'])}, norm stats {sizes['norm-stats']} B — {_size(total)} of tarballs unpacking to "
+        f"{_size(tree)}, served by a threaded HTTP server on 127.0.0.1. Median of {args.runs} runs (min – max), after "
+        "a warm-up of each way, ways alternating. Peak extra disk is the most the folder ever held beyond the "
+        "finished tree (sampled every 50 ms); peak RSS is the way's processes together. Load average at start "
+        f"{' '.join(load_start)}, at end {' '.join(Path('/proc/loadavg').read_text().split()[:3])}.",
     ]
     for rate, ways in results.items():
         lines += [
             "",
-            f"### {'No server limit (the client’s own speed)' if not rate else f'Server limited to {rate:g} MiB/s per connection'}",
+            "### No server limit (the client’s own speed)"
+            if not rate
+            else f"### Server limited to {rate:g} MiB/s per connection",
             "",
-            "| way | time to a ready tree | throughput (tarball bytes) | peak extra disk | extra disk left at the end | peak RSS |",
+            "| way | time to a ready tree | throughput (tarball bytes) | peak extra disk | extra disk left at the end "
+            "| peak RSS |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for way in ways:
             seconds = [s.seconds for s in way.samples]
             lines.append(
                 f"| {way.label} | {_spread(seconds, lambda v: f'{v:.1f} s')} | "
-                f"{_size(total / statistics.median(seconds))}/s | {_spread([s.peak_extra for s in way.samples], _size)} | "
+                f"{_size(total / statistics.median(seconds))}/s | "
+                f"{_spread([s.peak_extra for s in way.samples], _size)} | "
                 f"{_size(statistics.median([s.end_extra for s in way.samples]))} | "
                 f"{statistics.median([s.rss_kib for s in way.samples]) / 1024:.0f} MiB |"
             )

@@ -1,16 +1,16 @@
-#!/usr/bin/env python3
 """GPU benchmark (run on the lent GPU machine): the entrypoint's cost in a real NCCL bf16 job, side by side.
 
 Alternates `vla-entrypoint run` and a bare `torchrun` of the very same command and environment (taken from
 `vla-entrypoint plan --json`) over the stand-in trainer, and reports: time from process start to the first
 logged training step, the entrypoint's own share (start to torchrun exec, from the start-up record), and the mean
 step time; plus GPU memory of a rank that touches JAX with and without JAX_PLATFORMS=cpu.
-    python3 scripts/bench_gpu.py --out RESULTS.md [--reps 3] [--steps 2000]
+    python3 -m scripts.bench_gpu --out RESULTS.md [--reps 3] [--steps 2000]      # from the repository root
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.synthetic import make_assets_tree
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from tests.synthetic import make_assets_tree  # noqa: E402
 
 STEP = re.compile(r"\bstep=(\d+) loss=\S+ .*time=([0-9.]+)s")
 
@@ -42,7 +42,7 @@ def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> di
                 first = now - start
             seen.append((int(match[1]), now))
     # step time from when the step lines arrived (the trainer's own time= field has 0.1 s resolution)
-    intervals = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(seen[1:], seen[2:])]
+    intervals = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in itertools.pairwise(seen)]
     code = proc.wait()
     if code != 0:
         raise SystemExit(f"{command[:3]} failed ({code}):\n{''.join(lines[-40:])}")
@@ -130,7 +130,7 @@ def main() -> int:
             run_env.pop("JAX_PLATFORMS", None)
         output = timed(plan["command"], run_env, cwd=plan["cwd"])["output"]
         jax[label] = next(
-            l.split("stand-in: ")[1].strip() for l in output.splitlines() if "stand-in: jax backend=" in l
+            line.split("stand-in: ")[1].strip() for line in output.splitlines() if "stand-in: jax backend=" in line
         )
 
     def med(values: list[float]) -> str:
@@ -146,13 +146,16 @@ def main() -> int:
     text = [
         f"Machine: {gpu}; Python {sys.version.split()[0]}; torch {__import__('torch').__version__}; "
         f"NCCL {'.'.join(map(str, __import__('torch').cuda.nccl.version()))}.",
-        f"Command: `python3 scripts/bench_gpu.py --out RESULTS.md --reps {args.reps} --steps {args.steps}` "
-        f"(stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every {args.log_interval}; {args.reps} alternating repetitions; median (min, max)).",
+        f"Command: `python3 -m scripts.bench_gpu --out RESULTS.md --reps {args.reps} --steps {args.steps}` "
+        f"(stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every {args.log_interval}; {args.reps} "
+        "alternating repetitions; median (min, max)).",
         "",
         "| measure | entrypoint (`vla-entrypoint run`) | bare `torchrun`, same command and env |",
         "| --- | --- | --- |",
-        f"| process start → first logged step (s) | {med([r['first_step_s'] for r in rows['entrypoint']])} | {med([r['first_step_s'] for r in rows['bare torchrun']])} |",
-        f"| entrypoint's own share: process start (interpreter included) → torchrun exec (s) | {med([r['own_s'] for r in rows['entrypoint']])} | — |",
+        f"| process start → first logged step (s) | {med([r['first_step_s'] for r in rows['entrypoint']])} | "
+        f"{med([r['first_step_s'] for r in rows['bare torchrun']])} |",
+        "| entrypoint's own share: process start (interpreter included) → torchrun exec (s) | "
+        f"{med([r['own_s'] for r in rows['entrypoint']])} | — |",
         f"| mean step time (ms) | {med(step_ms['entrypoint'])} | {med(step_ms['bare torchrun'])} |",
         f"| step-time ratio entrypoint / bare | {ratio:.3f} | 1 |",
         "",

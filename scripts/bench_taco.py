@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Benchmark: seconds the start-up spends on TACO, with the wheel baked into the image versus installed at start
 from a local HTTP server (and from a local file), using stand-in wheels of a chosen size.
 
-    scripts/bench_taco.py [--runs 5] [--sizes-mb 0,50]
+    python3 -m scripts.bench_taco [--runs 5] [--sizes-mb 0,50]      # from the repository root
 
 Each run is `plan_taco` + `activate_taco`, as the launcher does them; a fresh install prefix every run. Prints a
 Markdown table (median, min, max, and the median of each step). Runs with this machine's python3; no network
@@ -21,13 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from entrypoint.core.settings import load_settings
+from entrypoint.taco.activate import activate_taco
 from entrypoint.taco.bake import bake
-from entrypoint.taco.plan import activate_taco, plan_taco
-from tests.taco.build_wheel import build_wheel
-from tests.taco.server import serve_directory
+from entrypoint.taco.plan import plan_taco
+from tests.support.httpserver import serve_directory
+from tests.support.taco_wheel import build_wheel
 
 
 @dataclass

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 try:
+    import docker
     import docker.errors
     import requests.exceptions
-
-    import docker
 except ImportError as missing:
     sys.stderr.write(
         f"push_image: {missing}; install the docker SDK: python3 -m pip install 'docker>=7'\n"
@@ -163,7 +162,7 @@ def parse_reference(text: str) -> Reference:
             f"insert your TCR namespace: {registry}/<namespace>/{last}:{tag}",
             f"加上您的 TCR 命名空间：{registry}/<命名空间>/{last}:{tag}",
         )
-    namespace, repository = rest[0], "/".join(rest[1:-1] + [last])
+    namespace, repository = rest[0], "/".join([*rest[1:-1], last])
     problem = namespace_problem(namespace)
     if problem:
         raise _bad_ref(
@@ -180,7 +179,8 @@ def parse_reference(text: str) -> Reference:
             "ref-repository",
             f"repository name '{repository}' is not valid for Docker",
             f"镜像仓库名 '{repository}' 不符合 Docker 的命名规则",
-            "use lowercase letters and digits, separated by single '.', '_', '__' or '-', at most 255 characters in all",
+            "use lowercase letters and digits, separated by single '.', '_', '__' or '-', "
+            "at most 255 characters in all",
             "请只用小写字母和数字，以单个 '.'、'_'、'__' 或 '-' 分隔，整个地址不超过 255 个字符",
         )
     return Reference(registry, namespace, repository, tag)
@@ -426,7 +426,8 @@ def read_credentials(args: argparse.Namespace, env: Mapping[str, str], stdin: Te
             f"no registry password was given ({where} is empty)",
             f"未提供镜像仓库密码（{where} 为空）",
             "export TCR_PASSWORD (e.g. read -rs TCR_PASSWORD; export TCR_PASSWORD) or pipe it into --password-stdin",
-            "请设置环境变量 TCR_PASSWORD（例如 read -rs TCR_PASSWORD; export TCR_PASSWORD），或通过管道传给 --password-stdin",
+            "请设置环境变量 TCR_PASSWORD（例如 read -rs TCR_PASSWORD; export TCR_PASSWORD），"
+            "或通过管道传给 --password-stdin",
         )
     return username, password
 

@@ -1,1 +1,4 @@
-"""The foundation every other package builds on: host, settings, messages, findings, errors, masking. Imports nothing else of ours."""
+"""The foundation every other package builds on: host, settings, messages, findings, errors, masking.
+
+Imports nothing else of ours.
+"""

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from entrypoint.core.errors import ExitCode, UserError
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Text, flatten
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
@@ -24,16 +25,14 @@ class Finding:
     message: Text
     hint: Text | None = None
     where: str | None = None
-    exit_code: int = ExitCode.PREFLIGHT_FAILED
+    exit_code: ExitCode = ExitCode.PREFLIGHT_FAILED
 
     def to_json(self) -> dict[str, object]:
         return {
             "id": self.id,
             "status": self.status.value,
-            "message": self.message.en,
-            "message_zh": self.message.zh,
-            "hint": self.hint.en if self.hint else None,
-            "hint_zh": self.hint.zh if self.hint else None,
+            **flatten(self.message, "message"),
+            **flatten(self.hint, "hint"),
             "where": self.where,
         }
 
@@ -47,7 +46,7 @@ def warned(id: str, message: Text, hint: Text, where: str | None = None) -> Find
 
 
 def failed(
-    id: str, message: Text, hint: Text, where: str | None = None, exit_code: int = ExitCode.PREFLIGHT_FAILED
+    id: str, message: Text, hint: Text, where: str | None = None, exit_code: ExitCode = ExitCode.PREFLIGHT_FAILED
 ) -> Finding:
     return Finding(id, Status.FAIL, message, hint, where, exit_code)
 
@@ -56,9 +55,9 @@ def from_problem(problem: UserError) -> Finding:
     return Finding(problem.id, Status.FAIL, problem.what, problem.fix, problem.where, problem.exit_code)
 
 
-def exit_code_of(findings: list[Finding]) -> int:
+def exit_code_of(findings: Iterable[Finding]) -> ExitCode:
     """2 if any failure is a mis-specification, else 3 if anything failed, else 0."""
     codes = {f.exit_code for f in findings if f.status is Status.FAIL}
     if ExitCode.JOB_MISSPECIFIED in codes:
         return ExitCode.JOB_MISSPECIFIED
-    return ExitCode.PREFLIGHT_FAILED if codes else 0
+    return ExitCode.PREFLIGHT_FAILED if codes else ExitCode.OK

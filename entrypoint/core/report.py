@@ -1,32 +1,32 @@
-"""Human-readable output: the health-check summary, the command line and the end-of-job summary."""
+"""Human-readable output: the health-check summary, a command-ending error and the command line.
+
+The banner lines (`== ... health check: ... ==`, `== health check summary: PASS (...) ==`) stay English in
+every language: scripts and tests look for them in logs.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from typing import TextIO
 
 from entrypoint import __version__
 from entrypoint.core.errors import UserError
 from entrypoint.core.findings import Finding, Status
-from entrypoint.core.messages import render
+from entrypoint.core.messages import Lang, render
 
 _LABEL = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL"}
 
 
-def health_summary(findings: list[Finding], heading: str, lang: str, out: TextIO) -> None:
+def health_summary(findings: Sequence[Finding], heading: str, lang: Lang | str, out: TextIO) -> None:
     """One line per check with PASS/WARN/FAIL, the fix under each problem, then the overall verdict."""
     print(f"== vla-entrypoint {__version__} health check: {heading} ==", file=out)
     width = max((len(f.id) for f in findings), default=10)
     pad = " " * (width + 10)
     for finding in findings:
-        texts = [finding.message] + ([finding.hint] if finding.status is not Status.PASS and finding.hint else [])
-        for n, text in enumerate(texts):
-            lead = f"  {_LABEL[finding.status]}  {finding.id:<{width}}  " if n == 0 else pad + "-> "
-            if lang == "both":
-                print(f"{lead}{text.en}", file=out)
-                print(f"{pad}{'   ' if n else ''}{text.zh}", file=out)
-            else:
-                print(f"{lead}{render(text, lang)}", file=out)
+        print(render(finding.message, lang, lead=f"  {_LABEL[finding.status]}  {finding.id:<{width}}  "), file=out)
+        if finding.status is not Status.PASS and finding.hint:
+            print(render(finding.hint, lang, lead=pad + "-> "), file=out)
     counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
     verdict = "FAIL" if counts[Status.FAIL] else "PASS"
     print(

@@ -1,25 +1,97 @@
-"""Job settings: one table of keys, read through the precedence chain and validated.
+"""Job settings: one typed dataclass whose fields are the keys, read through the precedence chain and validated.
 
 Lowest to highest precedence: built-in defaults (the seed's `pi05_libero` run) -> the baked
 `/etc/vla-entrypoint/job.yaml` -> the user's job file (`VLA_JOB_FILE`, else `<assets_root>/code/job.yaml` when
-present) -> `VLA_*` variables -> command-line flags. Any bad value raises `UserError` with exit code 2.
+present) -> `VLA_*` variables -> command-line flags. Any bad value raises `JobMisspecified` (exit code 2).
+
+Each field of `Settings` is one key: its annotation is the type (`| None` means 'none'/'null'/'auto' unset it; a
+`StrEnum` lists the choices) and `setting(...)` gives its default and description. `KEYS` is derived from the
+fields, so the table the CLI and the README show cannot drift from what the code reads.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import shlex
+import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 import yaml
 
-from entrypoint.core.errors import JobMisspecified, UserError
+from entrypoint.core.errors import JobMisspecified
 from entrypoint.core.masking import masked, safe_url
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Catalogue, Text
+
+MESSAGES = Catalogue(
+    "core",
+    {
+        "setting-invalid": ("{where}={raw!r} is not valid: expected {expected}", "{where}={raw!r} 无效:应为{expected}"),
+        "setting-invalid-fix": ("Set {where} to {expected} ({help}).", "请把 {where} 设为{expected}({help})。"),
+        "expected-integer": ("an integer >= {minimum}", "不小于 {minimum} 的整数"),
+        "expected-positive": ("a positive number", "正数"),
+        "expected-bool": ("true or false (1/0)", "true 或 false(1/0)"),
+        "expected-text": ("a non-empty string", "非空字符串"),
+        "expected-choice": ("one of {choices}", "以下之一:{choices}"),
+        "expected-name": ("a plain name of letters, digits, '_', '.', '-'", "仅含字母、数字、'_'、'.'、'-' 的名称"),
+        "expected-relative-id": (
+            "a relative id such as physical-intelligence/libero",
+            "相对 id,例如 physical-intelligence/libero",
+        ),
+        "expected-no-nul": ("a string without NUL characters", "不含 NUL 字符的字符串"),
+        "expected-shell-words": ("shell-quoted flags ({error})", "按 shell 规则引用的参数({error})"),
+        "expected-list": ("a list of strings", "字符串列表"),
+        "expected-yaml-mapping": ("a YAML mapping (set it in the job file)", "YAML 映射(请在任务文件中设置)"),
+        "expected-env": ("a mapping of VARIABLE: value", "VARIABLE: value 形式的映射"),
+        "job-file-unreadable": ("cannot read the job file {path}: {error}", "无法读取任务文件 {path}:{error}"),
+        "job-file-unreadable-fix": (
+            "Make {path} a readable UTF-8 YAML file, or point {where} elsewhere.",
+            "请确保 {path} 是可读的 UTF-8 YAML 文件,或修改 {where}。",
+        ),
+        "job-file-syntax": (
+            "the job file {path} is not valid YAML: {problem}",
+            "任务文件 {path} 不是合法的 YAML:{problem}",
+        ),
+        "job-file-syntax-at": (
+            "the job file {path} is not valid YAML (line {line}, column {column}): {problem}",
+            "任务文件 {path} 不是合法的 YAML(第 {line} 行,第 {column} 列):{problem}",
+        ),
+        "job-file-syntax-fix": (
+            "Fix the syntax at that line (check indentation and quotes).",
+            "请修正该行语法(检查缩进与引号)。",
+        ),
+        "job-file-not-mapping": (
+            "the job file {path} must be a mapping of settings, not a {type}",
+            "任务文件 {path} 必须是键值映射,而不是 {type}",
+        ),
+        "job-file-not-mapping-fix": (
+            "Write one 'key: value' per line; see the README's Settings table.",
+            "请每行写一个 'key: value';参见 README 的设置表。",
+        ),
+        "job-file-unknown-key": (
+            "unknown key '{name}' in the job file {path}",
+            "任务文件 {path} 中有未知的键 '{name}'",
+        ),
+        "job-file-unknown-key-close": ("Did you mean '{name}'?", "是否应为 '{name}'?"),
+        "job-file-unknown-key-fix": (
+            "See the README's Settings table for valid keys.",
+            "有效的键见 README 的设置表。",
+        ),
+        "job-file-missing": ("the job file {path} does not exist", "任务文件 {path} 不存在"),
+        "job-file-missing-fix": ("Create {path}, or unset {where}.", "请创建 {path},或取消 {where}。"),
+        "path-not-absolute": ("{name}={value!r} must be an absolute path", "{name}={value!r} 必须是绝对路径"),
+        "path-not-absolute-fix": (
+            "Set {variable} to an absolute path such as {default}.",
+            "请把 {variable} 设为绝对路径,例如 {default}。",
+        ),
+    },
+)
 
 BAKED_JOB_FILE = "/etc/vla-entrypoint/job.yaml"
 DEFAULT_ASSETS_ROOT = "/home/tione/notebook/embodied-ai/openpi-assets"
@@ -27,19 +99,315 @@ TACO_WHEEL_URL = (
     "https://taco-train-data-1251001002.cos.ap-shanghai.myqcloud.com/taco-train/"
     "taco_train-0.1.0%2Bnv-cp312-cp312-linux_x86_64.whl"
 )
+# Variables that are ours but are not settings keys.
+OTHER_VARIABLES = ("VLA_JOB_FILE", "VLA_BAKED_JOB_FILE", "VLA_HOST_ROOT", "VLA_LANG")
+_NONE_WORDS = ("", "none", "null", "auto")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPEC = "vla-entrypoint.setting"
+_T = TypeVar("_T")
+
+
+class Precision(StrEnum):
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+
+
+class Device(StrEnum):
+    GPU = "gpu"
+    CPU = "cpu"  # demos and tests: gloo, no GPU checks
+
+
+class StallAction(StrEnum):
+    FAIL = "fail"
+    WARN = "warn"
+
+
+class TacoMode(StrEnum):
+    OFF = "off"
+    AUTO = "auto"
+    ON = "on"
+
+
+class PreflightMode(StrEnum):
+    OFF = "off"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+class Kind(StrEnum):
+    """How a key's value is read, derived from its field's annotation."""
+
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    STR = "str"
+    CHOICE = "choice"
+    PATH = "path"
+    ARGS = "args"
+    ENV = "env"
+
+
+class Form(StrEnum):
+    """Extra rules for a text key."""
+
+    NAME = "name"  # becomes a folder name: letters, digits, '_', '.', '-'
+    RELATIVE_ID = "relative-id"  # a path below a root: never absolute, no '..'
+
+
+@dataclass(frozen=True)
+class _Spec:
+    help: str
+    help_zh: str
+    minimum: int
+    path: bool
+    form: Form | None
+
+
+def setting(
+    default: _T,
+    help: str,
+    help_zh: str,
+    *,
+    minimum: int = 1,
+    path: bool = False,
+    form: Form | None = None,
+) -> _T:
+    """A `Settings` field that is a key: its default, its description in both languages and its checks.
+    `path=True` makes a text key a path relative to `assets_root`; `minimum` bounds an integer key."""
+    metadata = {_SPEC: _Spec(help, help_zh, minimum, path, form)}
+    if isinstance(default, Mapping):  # an immutable mapping, shared by every instance
+        return field(default_factory=lambda: default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+_NO_ENV: Mapping[str, str] = types.MappingProxyType({})
+
+PathName = Literal["assets_root", "openpi_dir", "assets_base_dir", "checkpoint_base_dir", "lerobot_home", "log_dir"]
+OptionalPathName = Literal["weights"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings, one field per key; `sources` says where each came from, `files` the job files read."""
+
+    train_config: str = setting(
+        "pi05_libero",
+        "openpi training config (first positional argument of train_pytorch.py)",
+        "openpi 训练配置名(train_pytorch.py 的第一个位置参数)",
+        form=Form.NAME,
+    )
+    exp_name: str = setting(
+        "pi05_libero_pytorch",
+        "experiment name; checkpoints go to <checkpoint_base_dir>/<train_config>/<exp_name>",
+        "实验名;检查点保存在 <checkpoint_base_dir>/<train_config>/<exp_name>",
+        form=Form.NAME,
+    )
+    batch_size: int = setting(
+        256,
+        "GLOBAL batch size; must divide by the total number of processes",
+        "全局 batch 大小;必须能被进程总数整除",
+    )
+    num_train_steps: int = setting(50, "training steps", "训练步数")
+    log_interval: int = setting(10, "log every N steps", "每 N 步记录一次日志")
+    save_interval: int = setting(25, "save a checkpoint every N steps", "每 N 步保存一次检查点")
+    precision: Precision = setting(Precision.BFLOAT16, "training precision", "训练精度")
+    wandb: bool = setting(False, "enable Weights & Biases logging", "启用 Weights & Biases 日志")
+    num_workers: int | None = setting(
+        None,
+        "data-loader workers per process (openpi's default when unset)",
+        "每个进程的数据加载 worker 数(未设置时使用 openpi 的默认值)",
+        minimum=0,
+    )
+    assets_root: str = setting(
+        DEFAULT_ASSETS_ROOT,
+        "the openpi-assets root on CFS (the one storage mount)",
+        "CFS 上的 openpi-assets 根目录(唯一的存储挂载)",
+        path=True,
+    )
+    openpi_dir: str = setting(
+        "/workspace/openpi",
+        "openpi source tree in the image (working directory of training)",
+        "镜像中的 openpi 源码目录(训练的工作目录)",
+        path=True,
+    )
+    weights: str | None = setting(
+        "checkpoints/pi05_base_pytorch",
+        "base weights folder (config.json + model.safetensors); relative to assets_root; 'none' for random init",
+        "基座权重目录(config.json + model.safetensors);相对于 assets_root;设为 'none' 表示随机初始化",
+        path=True,
+    )
+    assets_base_dir: str = setting(
+        "assets",
+        "openpi --assets-base-dir (norm stats); relative to assets_root",
+        "openpi 的 --assets-base-dir(归一化统计量);相对于 assets_root",
+        path=True,
+    )
+    checkpoint_base_dir: str = setting(
+        "checkpoints",
+        "openpi --checkpoint-base-dir (training output); relative to assets_root",
+        "openpi 的 --checkpoint-base-dir(训练输出);相对于 assets_root",
+        path=True,
+    )
+    dataset_repo_id: str | None = setting(
+        "physical-intelligence/libero",
+        "LeRobot dataset id under HF_LEROBOT_HOME; 'none' for configs with fake data",
+        "HF_LEROBOT_HOME 下的 LeRobot 数据集 id;使用假数据的配置设为 'none'",
+        form=Form.RELATIVE_ID,
+    )
+    asset_id: str | None = setting(
+        "physical-intelligence/libero",
+        "norm-stats asset id under <assets_base_dir>/<train_config>; 'none' to skip",
+        "<assets_base_dir>/<train_config> 下的归一化统计量 asset id;设为 'none' 跳过",
+        form=Form.RELATIVE_ID,
+    )
+    lerobot_home: str = setting(
+        "datasets",
+        "HF_LEROBOT_HOME for training; relative to assets_root",
+        "训练使用的 HF_LEROBOT_HOME;相对于 assets_root",
+        path=True,
+    )
+    log_dir: str = setting(
+        "logs",
+        "per-node logs and start-up records; relative to assets_root",
+        "各节点日志与启动记录;相对于 assets_root",
+        path=True,
+    )
+    device: Device = setting(
+        Device.GPU,
+        "gpu, or cpu for demos and tests (gloo, no GPU checks)",
+        "gpu;演示与测试可用 cpu(gloo,不检查 GPU)",
+    )
+    overwrite: bool = setting(
+        False,
+        "move an existing experiment folder aside (never deleted) and start fresh",
+        "把已有实验目录移到一旁(不会删除)并重新开始",
+    )
+    rendezvous_timeout: int = setting(
+        600,
+        "seconds torchrun waits for every node to join (a node that never starts ends the job after this)",
+        "torchrun 等待所有节点加入的秒数(有节点始终未启动时,超时后结束任务)",
+    )
+    stall_timeout: int | None = setting(
+        None,
+        "seconds without training progress before the stall watchdog acts; unset/auto: max(10 min, 20x the usual "
+        "gap between progress lines); 0 turns the watchdog off",
+        "训练无进展多少秒后停滞看门狗介入;未设置或 auto:max(10 分钟, 进度行通常间隔的 20 倍);0 关闭看门狗",
+        minimum=0,
+    )
+    stall_startup_timeout: int = setting(
+        1800,
+        "seconds allowed before the first progress line (model load, compilation, data-loader start)",
+        "出现第一条进度行之前允许的秒数(模型加载、编译、数据加载器启动)",
+    )
+    stall_action: StallAction = setting(
+        StallAction.FAIL,
+        "on a stall: fail (diagnose, then end the node non-zero so the platform ends the job) or warn (diagnose only)",
+        "停滞时:fail(诊断后以非零状态结束本节点,由平台结束任务)或 warn(仅诊断)",
+    )
+    grace_period: int = setting(
+        30,
+        "seconds workers get to exit after SIGTERM before they are killed",
+        "收到 SIGTERM 后留给 worker 退出的秒数,超时即强制结束",
+        minimum=0,
+    )
+    taco: TacoMode = setting(
+        TacoMode.AUTO,
+        "TACO acceleration: off, auto (use it when possible, never fatal) or on (a TACO problem fails the launch)",
+        "TACO 加速:off、auto(尽可能使用,从不致命)或 on(TACO 出问题则启动失败)",
+    )
+    taco_wheel: str | None = setting(
+        TACO_WHEEL_URL,
+        "TACO wheel to install at start when the image has none baked: a file path or an https URL",
+        "镜像未内置 TACO 时在启动阶段安装的 wheel:文件路径或 https URL",
+    )
+    taco_wheel_sha256: str | None = setting(
+        None,
+        "expected sha256 of the TACO wheel (a mismatch refuses the wheel)",
+        "TACO wheel 的预期 sha256(不一致则拒绝该 wheel)",
+    )
+    taco_features: str | None = setting(
+        None,
+        "TACO_TRAIN_FEATURES override (default from the model profile: openpi, wan2.2, else auto)",
+        "覆盖 TACO_TRAIN_FEATURES(默认取自模型类型:openpi、wan2.2,其他为 auto)",
+    )
+    taco_allow_http: bool = setting(
+        False,
+        "allow a plain-http TACO wheel URL (https only otherwise)",
+        "允许明文 http 的 TACO wheel URL(否则只接受 https)",
+    )
+    preflight: PreflightMode = setting(
+        PreflightMode.OFF,
+        "bandwidth preflight before training: off, warn (report) or fail (exit 3 when below the minimum or hung)",
+        "训练前的带宽预检:off、warn(仅报告)或 fail(低于下限或卡住时以退出码 3 结束)",
+    )
+    preflight_timeout: int = setting(
+        300,
+        "seconds before a hung preflight is stopped (a hang points at peer-to-peer transport)",
+        "预检卡住多少秒后被终止(卡住通常指向点对点传输问题)",
+    )
+    preflight_min_busbw: float | None = setting(
+        None,
+        "minimum all-reduce bus bandwidth in GB/s (default: half the expectation for the fabric)",
+        "all-reduce 总线带宽下限,单位 GB/s(默认:该网络预期值的一半)",
+    )
+    extra_args: tuple[str, ...] = setting(
+        (),
+        "extra trainer flags appended to the command (YAML list, or a shell-quoted string in the variable)",
+        "追加到训练命令末尾的参数(YAML 列表,或在变量中写按 shell 规则引用的字符串)",
+    )
+    env: Mapping[str, str] = setting(
+        _NO_ENV,
+        "extra environment variables for training (YAML mapping only)",
+        "训练用的额外环境变量(仅限 YAML 映射)",
+    )
+
+    sources: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    unknown_variables: tuple[str, ...] = ()
+
+    @overload
+    def path(self, name: PathName) -> Path: ...
+
+    @overload
+    def path(self, name: OptionalPathName) -> Path | None: ...
+
+    def path(self, name: str) -> Path | None:
+        """A path key, resolved against `assets_root` when relative; None when set to 'none'."""
+        if KEYS_BY_NAME[name].kind is not Kind.PATH:
+            raise ValueError(f"{name} is not a path setting")
+        value = getattr(self, name)
+        if value is None:
+            return None
+        candidate = Path(value)
+        return candidate if candidate.is_absolute() else Path(self.assets_root) / candidate
+
+    @property
+    def experiment_dir(self) -> Path:
+        return self.path("checkpoint_base_dir") / self.train_config / self.exp_name
+
+    def to_json(self) -> dict[str, object]:
+        values = {key.name: _plain(getattr(self, key.name)) for key in KEYS}
+        values["env"] = masked(self.env)
+        if self.taco_wheel:
+            values["taco_wheel"] = safe_url(self.taco_wheel)  # a signed URL's query is a credential
+        return {"values": values, "sources": dict(self.sources), "files": list(self.files)}
 
 
 @dataclass(frozen=True)
 class Key:
-    """One setting: its YAML key, variable, flag, type and default."""
+    """One setting as the CLI, the README and the loader see it: YAML key, variable, flag, kind and default."""
 
     name: str
-    kind: str  # int | float | bool | str | choice | path | args | env
-    default: Any
+    kind: Kind
+    default: object  # as JSON shows it: plain strings, lists, dicts
     help: str
+    help_zh: str
     choices: tuple[str, ...] = ()
     minimum: int = 1
     nullable: bool = False
+    form: Form | None = None
+    choice_type: type[StrEnum] | None = field(default=None, repr=False)
 
     @property
     def env(self) -> str:
@@ -49,229 +417,113 @@ class Key:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-
-KEYS: tuple[Key, ...] = (
-    Key("train_config", "str", "pi05_libero", "openpi training config (first positional argument of train_pytorch.py)"),
-    Key(
-        "exp_name",
-        "str",
-        "pi05_libero_pytorch",
-        "experiment name; checkpoints go to <checkpoint_base_dir>/<train_config>/<exp_name>",
-    ),
-    Key("batch_size", "int", 256, "GLOBAL batch size; must divide by the total number of processes"),
-    Key("num_train_steps", "int", 50, "training steps"),
-    Key("log_interval", "int", 10, "log every N steps"),
-    Key("save_interval", "int", 25, "save a checkpoint every N steps"),
-    Key("precision", "choice", "bfloat16", "training precision", choices=("bfloat16", "float32")),
-    Key("wandb", "bool", False, "enable Weights & Biases logging"),
-    Key(
-        "num_workers",
-        "int",
-        None,
-        "data-loader workers per process (openpi's default when unset)",
-        minimum=0,
-        nullable=True,
-    ),
-    Key("assets_root", "path", DEFAULT_ASSETS_ROOT, "the openpi-assets root on CFS (the one storage mount)"),
-    Key("openpi_dir", "path", "/workspace/openpi", "openpi source tree in the image (working directory of training)"),
-    Key(
-        "weights",
-        "path",
-        "checkpoints/pi05_base_pytorch",
-        "base weights folder (config.json + model.safetensors); relative to assets_root; 'none' for random init",
-        nullable=True,
-    ),
-    Key("assets_base_dir", "path", "assets", "openpi --assets-base-dir (norm stats); relative to assets_root"),
-    Key(
-        "checkpoint_base_dir",
-        "path",
-        "checkpoints",
-        "openpi --checkpoint-base-dir (training output); relative to assets_root",
-    ),
-    Key(
-        "dataset_repo_id",
-        "str",
-        "physical-intelligence/libero",
-        "LeRobot dataset id under HF_LEROBOT_HOME; 'none' for configs with fake data",
-        nullable=True,
-    ),
-    Key(
-        "asset_id",
-        "str",
-        "physical-intelligence/libero",
-        "norm-stats asset id under <assets_base_dir>/<train_config>; 'none' to skip",
-        nullable=True,
-    ),
-    Key("lerobot_home", "path", "datasets", "HF_LEROBOT_HOME for training; relative to assets_root"),
-    Key("log_dir", "path", "logs", "per-node logs and start-up records; relative to assets_root"),
-    Key("device", "choice", "gpu", "gpu, or cpu for demos and tests (gloo, no GPU checks)", choices=("gpu", "cpu")),
-    Key("overwrite", "bool", False, "move an existing experiment folder aside (never deleted) and start fresh"),
-    Key(
-        "rendezvous_timeout",
-        "int",
-        600,
-        "seconds torchrun waits for every node to join (a node that never starts ends the job after this)",
-    ),
-    Key(
-        "stall_timeout",
-        "int",
-        None,
-        "seconds without training progress before the stall watchdog acts; unset/auto: max(10 min, 20x the usual gap between progress lines); 0 turns the watchdog off",
-        minimum=0,
-        nullable=True,
-    ),
-    Key(
-        "stall_startup_timeout",
-        "int",
-        1800,
-        "seconds allowed before the first progress line (model load, compilation, data-loader start)",
-    ),
-    Key(
-        "stall_action",
-        "choice",
-        "fail",
-        "on a stall: fail (diagnose, then end the node non-zero so the platform ends the job) or warn (diagnose only)",
-        choices=("fail", "warn"),
-    ),
-    Key("grace_period", "int", 30, "seconds workers get to exit after SIGTERM before they are killed", minimum=0),
-    Key(
-        "taco",
-        "choice",
-        "auto",
-        "TACO acceleration: off, auto (use it when possible, never fatal) or on (a TACO problem fails the launch)",
-        choices=("off", "auto", "on"),
-    ),
-    Key(
-        "taco_wheel",
-        "str",
-        TACO_WHEEL_URL,
-        "TACO wheel to install at start when the image has none baked: a file path or an https URL",
-        nullable=True,
-    ),
-    Key(
-        "taco_wheel_sha256",
-        "str",
-        None,
-        "expected sha256 of the TACO wheel (a mismatch refuses the wheel)",
-        nullable=True,
-    ),
-    Key(
-        "taco_features",
-        "str",
-        None,
-        "TACO_TRAIN_FEATURES override (default from the model profile: openpi, wan2.2, else auto)",
-        nullable=True,
-    ),
-    Key("taco_allow_http", "bool", False, "allow a plain-http TACO wheel URL (https only otherwise)"),
-    Key(
-        "preflight",
-        "choice",
-        "off",
-        "bandwidth preflight before training: off, warn (report) or fail (exit 3 when below the minimum or hung)",
-        choices=("off", "warn", "fail"),
-    ),
-    Key(
-        "preflight_timeout",
-        "int",
-        300,
-        "seconds before a hung preflight is stopped (a hang points at peer-to-peer transport)",
-    ),
-    Key(
-        "preflight_min_busbw",
-        "float",
-        None,
-        "minimum all-reduce bus bandwidth in GB/s (default: half the expectation for the fabric)",
-        nullable=True,
-    ),
-    Key(
-        "extra_args",
-        "args",
-        [],
-        "extra trainer flags appended to the command (YAML list, or a shell-quoted string in the variable)",
-    ),
-    Key("env", "env", {}, "extra environment variables for training (YAML mapping only)"),
-)
-KEYS_BY_NAME = {key.name: key for key in KEYS}
-# Variables that are ours but are not settings keys.
-OTHER_VARIABLES = ("VLA_JOB_FILE", "VLA_BAKED_JOB_FILE", "VLA_HOST_ROOT", "VLA_LANG")
-_NONE_WORDS = ("", "none", "null", "auto")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Resolved settings: `values` by key name, `sources` saying where each came from, and the job files read."""
-
-    values: dict[str, Any]
-    sources: dict[str, str]
-    files: tuple[str, ...] = ()
-    unknown_variables: tuple[str, ...] = field(default=())
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def path(self, name: str) -> Path | None:
-        """A path setting, resolved against `assets_root` when relative; None when set to 'none'."""
-        value = self.values[name]
-        if value is None:
-            return None
-        candidate = Path(value)
-        return candidate if candidate.is_absolute() else Path(self.values["assets_root"]) / candidate
-
     @property
-    def experiment_dir(self) -> Path:
-        return self.path("checkpoint_base_dir") / self.train_config / self.exp_name
-
-    def to_json(self) -> dict[str, Any]:
-        values = {**self.values, "env": masked(self.values["env"])}
-        if values["taco_wheel"]:
-            values["taco_wheel"] = safe_url(values["taco_wheel"])  # a signed URL's query is a credential
-        return {"values": values, "sources": self.sources, "files": list(self.files)}
+    def description(self) -> Text:
+        return _DESCRIPTIONS(_description_id(self.name))
 
 
-def _error(where: str, en: str, zh: str, fix_en: str, fix_zh: str) -> UserError:
-    return JobMisspecified("settings.invalid", where, Text(en, zh), Text(fix_en, fix_zh))
+def _plain(value: object) -> object:
+    """A value as JSON holds it."""
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
 
 
-def _convert(key: Key, raw: Any, where: str, from_text: bool) -> Any:
-    """Turn a YAML value or a variable's text into the key's type, or raise a UserError naming `where`."""
+_PLAIN_KINDS: dict[type, Kind] = {bool: Kind.BOOL, int: Kind.INT, float: Kind.FLOAT, str: Kind.STR}
+
+
+def _key_of(item: dataclasses.Field[Any], annotation: object, default: object) -> Key:
+    """The key a `setting(...)` field declares; its kind, choices and nullability come from the annotation."""
+    spec: _Spec = item.metadata[_SPEC]
+    nullable = isinstance(annotation, types.UnionType)
+    members = [a for a in typing.get_args(annotation) if a is not type(None)] if nullable else [annotation]
+    if len(members) != 1:
+        raise TypeError(f"setting {item.name}: one type, optionally '| None', expected")
+    base = members[0]
+    choice_type = base if isinstance(base, type) and issubclass(base, StrEnum) else None
+    if spec.path and base is str:
+        kind = Kind.PATH
+    elif choice_type is not None:
+        kind = Kind.CHOICE
+    elif isinstance(base, type) and base in _PLAIN_KINDS:
+        kind = _PLAIN_KINDS[base]
+    elif typing.get_origin(base) is tuple and typing.get_args(base) == (str, ...):
+        kind = Kind.ARGS
+    elif typing.get_origin(base) is Mapping and typing.get_args(base) == (str, str):
+        kind = Kind.ENV
+    else:
+        raise TypeError(f"setting {item.name}: unsupported type {annotation}")
+    return Key(
+        item.name,
+        kind,
+        _plain(default),
+        spec.help,
+        spec.help_zh,
+        tuple(m.value for m in choice_type) if choice_type else (),
+        spec.minimum,
+        nullable,
+        spec.form,
+        choice_type,
+    )
+
+
+def _keys() -> tuple[Key, ...]:
+    annotations = typing.get_type_hints(Settings)
+    defaults = Settings()
+    return tuple(
+        _key_of(item, annotations[item.name], getattr(defaults, item.name))
+        for item in dataclasses.fields(Settings)
+        if _SPEC in item.metadata
+    )
+
+
+def _description_id(name: str) -> str:
+    return "setting-" + name.replace("_", "-")
+
+
+KEYS: tuple[Key, ...] = _keys()
+KEYS_BY_NAME = {key.name: key for key in KEYS}
+_DESCRIPTIONS = Catalogue("core", {_description_id(key.name): (key.help, key.help_zh) for key in KEYS})
+
+
+def _invalid(where: str, what: Text, fix: Text) -> JobMisspecified:
+    return JobMisspecified("settings.invalid", where, what, fix)
+
+
+def _convert(key: Key, raw: object, where: str, from_text: bool) -> object:
+    """Turn a YAML value or a variable's text into the key's field type, or raise `JobMisspecified` naming `where`."""
     if key.nullable and (raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE_WORDS)):
         return None
-    kind = key.kind
 
-    def bad(expected_en: str, expected_zh: str) -> UserError:
-        return _error(
+    def bad(expected: Text) -> JobMisspecified:
+        return _invalid(
             where,
-            f"{where}={raw!r} is not valid: expected {expected_en}",
-            f"{where}={raw!r} 无效:应为{expected_zh}",
-            f"Set {where} to {expected_en} ({key.help}).",
-            f"请把 {where} 设为{expected_zh}。",
+            MESSAGES("setting-invalid", where=where, raw=raw, expected=expected),
+            MESSAGES("setting-invalid-fix", where=where, expected=expected, help=key.description),
         )
 
-    if kind == "int":
-        if isinstance(raw, bool):
-            raise bad(f"an integer >= {key.minimum}", f"不小于 {key.minimum} 的整数")
+    if key.kind is Kind.INT:
+        number: int | None = None
         if isinstance(raw, str) and re.fullmatch(r"\s*\d+\s*", raw):
-            raw_int = int(raw)
-        elif isinstance(raw, int):
-            raw_int = raw
-        else:
-            raise bad(f"an integer >= {key.minimum}", f"不小于 {key.minimum} 的整数")
-        if raw_int < key.minimum:
-            raise bad(f"an integer >= {key.minimum}", f"不小于 {key.minimum} 的整数")
-        return raw_int
-    if kind == "float":
+            number = int(raw)
+        elif isinstance(raw, int) and not isinstance(raw, bool):
+            number = raw
+        if number is None or number < key.minimum:
+            raise bad(MESSAGES("expected-integer", minimum=key.minimum))
+        return number
+    if key.kind is Kind.FLOAT:
         try:
-            value = float(raw) if not isinstance(raw, bool) else -1.0
-        except (TypeError, ValueError):
+            value = float(raw) if isinstance(raw, (str, int, float)) and not isinstance(raw, bool) else -1.0
+        except ValueError:
             value = -1.0
         if not value > 0 or value == float("inf"):
-            raise bad("a positive number", "正数")
+            raise bad(MESSAGES("expected-positive"))
         return value
-    if kind == "bool":
+    if key.kind is Kind.BOOL:
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower() if isinstance(raw, (str, int)) else None
@@ -279,87 +531,86 @@ def _convert(key: Key, raw: Any, where: str, from_text: bool) -> Any:
             return True
         if text in ("0", "false", "no", "off", ""):
             return False
-        raise bad("true or false (1/0)", "true 或 false(1/0)")
-    if kind in ("str", "choice", "path"):
+        raise bad(MESSAGES("expected-bool"))
+    if key.kind in (Kind.STR, Kind.CHOICE, Kind.PATH):
         if not isinstance(raw, (str, int, float)) or isinstance(raw, bool) or not str(raw).strip():
-            raise bad("a non-empty string", "非空字符串")
+            raise bad(MESSAGES("expected-text"))
         text = str(raw).strip()
-        if kind == "choice" and text not in key.choices:
-            raise bad("one of " + "|".join(key.choices), "以下之一:" + "|".join(key.choices))
-        if key.name in ("train_config", "exp_name") and not _SAFE_NAME.match(text):
-            raise bad("a plain name of letters, digits, '_', '.', '-'", "仅含字母、数字、'_'、'.'、'-' 的名称")
-        if key.name in ("dataset_repo_id", "asset_id") and (".." in text.split("/") or text.startswith("/")):
-            raise bad("a relative id such as physical-intelligence/libero", "相对 id,例如 physical-intelligence/libero")
+        if key.choice_type is not None:
+            if text not in key.choices:
+                raise bad(MESSAGES("expected-choice", choices="|".join(key.choices)))
+            return key.choice_type(text)
+        if key.form is Form.NAME and not _SAFE_NAME.match(text):
+            raise bad(MESSAGES("expected-name"))
+        if key.form is Form.RELATIVE_ID and (".." in text.split("/") or text.startswith("/")):
+            raise bad(MESSAGES("expected-relative-id"))
         if "\0" in text:
-            raise bad("a string without NUL characters", "不含 NUL 字符的字符串")
+            raise bad(MESSAGES("expected-no-nul"))
         return text
-    if kind == "args":
+    if key.kind is Kind.ARGS:
         if from_text and isinstance(raw, str):
             try:
-                return shlex.split(raw)
+                return tuple(shlex.split(raw))
             except ValueError as exc:
-                raise bad(f"shell-quoted flags ({exc})", f"按 shell 规则引用的参数({exc})") from None
+                raise bad(MESSAGES("expected-shell-words", error=exc)) from None
         if isinstance(raw, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in raw):
-            return [str(a) for a in raw]
-        raise bad("a list of strings", "字符串列表")
-    if kind == "env":
+            return tuple(str(a) for a in raw)
+        raise bad(MESSAGES("expected-list"))
+    if key.kind is Kind.ENV:
         if from_text:
-            raise bad("a YAML mapping (set it in the job file)", "YAML 映射(请在任务文件中设置)")
-        if isinstance(raw, dict) and all(
-            isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) for k in raw
+            raise bad(MESSAGES("expected-yaml-mapping"))
+        if (
+            isinstance(raw, dict)
+            and all(isinstance(k, str) and _VARIABLE_NAME.fullmatch(k) for k in raw)
+            and all(isinstance(v, (str, int, float, bool)) for v in raw.values())
         ):
-            if all(isinstance(v, (str, int, float, bool)) for v in raw.values()):
-                return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in raw.items()}
-        raise bad("a mapping of VARIABLE: value", "VARIABLE: value 形式的映射")
-    raise AssertionError(kind)
+            return types.MappingProxyType(
+                {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items()}
+            )
+        raise bad(MESSAGES("expected-env"))
+    raise AssertionError(key.kind)
 
 
-def _read_yaml(path: Path, where: str) -> dict[str, Any]:
+def _read_yaml(path: Path, where: str) -> dict[str, object]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _error(
+        raise _invalid(
             where,
-            f"cannot read the job file {path}: {exc}",
-            f"无法读取任务文件 {path}:{exc}",
-            f"Make {path} a readable UTF-8 YAML file, or point {where} elsewhere.",
-            f"请确保 {path} 是可读的 UTF-8 YAML 文件,或修改 {where}。",
+            MESSAGES("job-file-unreadable", path=path, error=exc),
+            MESSAGES("job-file-unreadable-fix", path=path, where=where),
         ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise _error(
-            f"{path}{at}",
-            f"the job file {path} is not valid YAML{at}: {getattr(exc, 'problem', exc)}",
-            f"任务文件 {path} 不是合法的 YAML{at}:{getattr(exc, 'problem', exc)}",
-            "Fix the syntax at that line (check indentation and quotes).",
-            "请修正该行语法(检查缩进与引号)。",
-        ) from None
+        problem = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else exc
+        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
+        if mark is None:
+            at, what = str(path), MESSAGES("job-file-syntax", path=path, problem=problem)
+        else:
+            line, column = mark.line + 1, mark.column + 1
+            at = f"{path} (line {line}, column {column})"
+            what = MESSAGES("job-file-syntax-at", path=path, line=line, column=column, problem=problem)
+        raise _invalid(at, what, MESSAGES("job-file-syntax-fix")) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise _error(
+        raise _invalid(
             str(path),
-            f"the job file {path} must be a mapping of settings, not a {type(data).__name__}",
-            f"任务文件 {path} 必须是键值映射,而不是 {type(data).__name__}",
-            "Write one 'key: value' per line; see the README's Settings table.",
-            "请每行写一个 'key: value';参见 README 的设置表。",
+            MESSAGES("job-file-not-mapping", path=path, type=type(data).__name__),
+            MESSAGES("job-file-not-mapping-fix"),
         )
     for name in data:
         if name not in KEYS_BY_NAME:
             close = difflib.get_close_matches(str(name), KEYS_BY_NAME, n=1)
-            hint_en = f"Did you mean '{close[0]}'?" if close else "See the README's Settings table for valid keys."
-            hint_zh = f"是否应为 '{close[0]}'?" if close else "有效的键见 README 的设置表。"
-            raise _error(
+            raise _invalid(
                 f"{path}: {name}",
-                f"unknown key '{name}' in the job file {path}",
-                f"任务文件 {path} 中有未知的键 '{name}'",
-                hint_en,
-                hint_zh,
+                MESSAGES("job-file-unknown-key", name=name, path=path),
+                MESSAGES("job-file-unknown-key-close", name=close[0])
+                if close
+                else MESSAGES("job-file-unknown-key-fix"),
             )
-    return data
+    return {str(name): value for name, value in data.items()}
 
 
 def _unknown_variables(env: Mapping[str, str], extra_known: tuple[str, ...]) -> tuple[str, ...]:
@@ -376,17 +627,17 @@ def suggest_variable(name: str, extra_known: tuple[str, ...] = ()) -> str | None
 
 def load_settings(
     env: Mapping[str, str],
-    flags: Mapping[str, Any] | None = None,
+    flags: Mapping[str, object] | None = None,
     extra_known_variables: tuple[str, ...] = (),
     exists: Callable[[Path], bool] = Path.is_file,
 ) -> Settings:
     """Resolve every key through the precedence chain. `flags` holds command-line values (None = not given)."""
-    flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    values = {key.name: key.default for key in KEYS}
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    values: dict[str, Any] = {}  # each converted by `_convert` to its field's type
     sources = {key.name: "default" for key in KEYS}
     files: list[str] = []
 
-    def apply(data: Mapping[str, Any], source: str, from_text: bool, where_of: Callable[[Key], str]) -> None:
+    def apply(data: Mapping[str, object], source: str, from_text: bool, where_of: Callable[[Key], str]) -> None:
         for name, raw in data.items():
             key = KEYS_BY_NAME[name]
             values[name] = _convert(key, raw, where_of(key), from_text)
@@ -399,33 +650,33 @@ def load_settings(
 
     env_values = {key.name: env[key.env] for key in KEYS if key.env in env}
     # The user's job file may live under the assets root, so resolve that root before looking for it.
-    root = flags.get("assets_root") or env_values.get("assets_root") or values["assets_root"]
-    explicit = flags.get("job_file") or env.get("VLA_JOB_FILE")
-    user_file = Path(explicit) if explicit else Path(str(root)) / "code" / "job.yaml"
+    root = given.get("assets_root") or env_values.get("assets_root") or values.get("assets_root", DEFAULT_ASSETS_ROOT)
+    explicit = given.get("job_file") or env.get("VLA_JOB_FILE")
+    user_file = Path(str(explicit)) if explicit else Path(str(root)) / "code" / "job.yaml"
     if explicit and not exists(user_file):
-        where = "--job-file" if flags.get("job_file") else "VLA_JOB_FILE"
-        raise _error(
+        where = "--job-file" if given.get("job_file") else "VLA_JOB_FILE"
+        raise _invalid(
             where,
-            f"the job file {user_file} does not exist",
-            f"任务文件 {user_file} 不存在",
-            f"Create {user_file}, or unset {where}.",
-            f"请创建 {user_file},或取消 {where}。",
+            MESSAGES("job-file-missing", path=user_file),
+            MESSAGES("job-file-missing-fix", path=user_file, where=where),
         )
     if exists(user_file):
         apply(_read_yaml(user_file, "VLA_JOB_FILE"), str(user_file), False, lambda k: f"{user_file}: {k.name}")
         files.append(str(user_file))
 
     apply(env_values, "environment", True, lambda k: k.env)
-    apply({k: v for k, v in flags.items() if k in KEYS_BY_NAME}, "command line", False, lambda k: k.flag)
+    apply({k: v for k, v in given.items() if k in KEYS_BY_NAME}, "command line", False, lambda k: k.flag)
 
+    settings = Settings(
+        **values, sources=sources, files=tuple(files), unknown_variables=_unknown_variables(env, extra_known_variables)
+    )
     for name in ("assets_root", "openpi_dir"):
-        if not Path(values[name]).is_absolute():
+        value = getattr(settings, name)
+        if not Path(value).is_absolute():
             key = KEYS_BY_NAME[name]
-            raise _error(
+            raise _invalid(
                 key.env,
-                f"{name}={values[name]!r} must be an absolute path",
-                f"{name}={values[name]!r} 必须是绝对路径",
-                f"Set {key.env} to an absolute path such as {key.default}.",
-                f"请把 {key.env} 设为绝对路径,例如 {key.default}。",
+                MESSAGES("path-not-absolute", name=name, value=value),
+                MESSAGES("path-not-absolute-fix", variable=key.env, default=key.default),
             )
-    return Settings(values, sources, tuple(files), _unknown_variables(env, extra_known_variables))
+    return settings

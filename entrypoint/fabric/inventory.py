@@ -1,7 +1,7 @@
 """What the machine's fabric is, read through `Host` only: RDMA devices and ports (state, link layer, rate, GIDs
 with types and netdevs, uverbs nodes), network interfaces and routes, GPUDirect RDMA, the memlock limit, NCCL's
 net plugin, config files and version. No `ibv_devinfo`, no root-only tools, no torch import; garbage in a file
-reads as absent. `fabric.py` makes the decisions from this inventory.
+reads as absent. `decide.py` makes the decisions from this inventory.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum, StrEnum
 
 from entrypoint.core.host import Host
 
@@ -27,10 +28,53 @@ TCCL_DIRS = ("/opt/tencent/tccl/lib", "/opt/tencent/tccl/lib64", "/opt/tencent/t
 DEFAULT_LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 
-_STATE_NAMES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
+ENVIRONMENT = "environment"  # `Preset.source` of a value set in the environment
+ROCE_V2 = "RoCE v2"  # the GID type sysfs names for routable RoCE
 _IFF_UP, _IFF_RUNNING = 0x1, 0x40
 _CAP_IPC_LOCK = 14
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+
+
+class Transport(StrEnum):
+    """The network NCCL uses between nodes: none (`local`, one node), InfiniBand, RoCE or TCP sockets."""
+
+    LOCAL = "local"
+    IB = "ib"
+    ROCE = "roce"
+    SOCKET = "socket"
+
+    @property
+    def label(self) -> str:
+        """How messages name it."""
+        return {Transport.IB: "IB", Transport.ROCE: "RoCE"}.get(self, self.value)
+
+
+class PortState(IntEnum):
+    """An RDMA port's logical state, as the number before the colon of sysfs `state` (`4: ACTIVE`)."""
+
+    DOWN = 1
+    INIT = 2
+    ARMED = 3
+    ACTIVE = 4
+    ACTIVE_DEFER = 5
+
+
+class Gdr(StrEnum):
+    """GPUDirect RDMA: a peer-memory module is loaded, DMA-BUF is possible (NCCL confirms it), or neither."""
+
+    PEERMEM = "peermem"
+    DMABUF_POSSIBLE = "dmabuf-possible"
+    NONE = "none"
+
+
+class MemlockVerdict(StrEnum):
+    """What the locked-memory limit means for RDMA registration."""
+
+    LIMITED = "limited"  # a finite hard limit and no CAP_IPC_LOCK: registration can fail
+    CAP_IPC_LOCK = "cap-ipc-lock"  # the capability lifts the limit
+    RAISED = "raised"  # the soft limit is below an unlimited hard one; launch raises it
+    UNLIMITED = "unlimited"
+    UNKNOWN = "unknown"  # /proc/self/limits did not say
 
 
 # -- inventory ---------------------------------------------------------------------------------------------------
@@ -47,7 +91,7 @@ class Gid:
 
     def routable(self, family: str) -> bool:
         """A RoCE v2, non-link-local GID of NCCL's address family (`AF_INET` by default: IPv4-mapped)."""
-        if self.type != "RoCE v2" or self.address.is_link_local:
+        if self.type != ROCE_V2 or self.address.is_link_local:
             return False
         return (self.address.ipv4_mapped is not None) == (family != "AF_INET6")
 
@@ -58,7 +102,7 @@ class RdmaPort:
 
     device: str
     port: int
-    state: int | None  # 4 = ACTIVE; None when unreadable
+    state: PortState | None  # None when unreadable or not a known state
     link_layer: str | None  # "InfiniBand" | "Ethernet" | other
     rate_gbps: float | None
     gids: tuple[Gid, ...]
@@ -74,13 +118,17 @@ class RdmaPort:
         return f"{IB_SYSFS}/{self.device}/ports/{self.port}"
 
     @property
-    def kind(self) -> str | None:
-        """`ib`, `roce`, or None for a link layer NCCL does not use."""
-        return {"InfiniBand": "ib", "Ethernet": "roce"}.get(self.link_layer or "")
+    def kind(self) -> Transport | None:
+        """The transport NCCL runs over this port (`ib` or `roce`), or None for a link layer NCCL does not use."""
+        return {"InfiniBand": Transport.IB, "Ethernet": Transport.ROCE}.get(self.link_layer or "")
+
+    @property
+    def active(self) -> bool:
+        return self.state is PortState.ACTIVE
 
     @property
     def state_name(self) -> str:
-        return _STATE_NAMES.get(self.state, "unreadable") if self.state is not None else "unreadable"
+        return self.state.name if self.state is not None else "unreadable"
 
 
 @dataclass(frozen=True)
@@ -124,10 +172,20 @@ class Memlock:
 
         return {"soft": show(self.soft), "hard": show(self.hard), "cap_ipc_lock": self.cap_ipc_lock}
 
+    @property
+    def verdict(self) -> MemlockVerdict:
+        if self.hard is not None and self.hard != math.inf and not self.cap_ipc_lock:
+            return MemlockVerdict.LIMITED
+        if self.soft is None:
+            return MemlockVerdict.UNKNOWN
+        if self.cap_ipc_lock:
+            return MemlockVerdict.CAP_IPC_LOCK
+        return MemlockVerdict.RAISED if self.soft != self.hard else MemlockVerdict.UNLIMITED
+
 
 @dataclass(frozen=True)
 class Preset:
-    """A value the platform set: `source` is "environment" or the NCCL config file it came from."""
+    """A value the platform set: `source` is `ENVIRONMENT` or the NCCL config file it came from."""
 
     value: str
     source: str
@@ -141,7 +199,7 @@ class Inventory:
     rdma_devices: tuple[str, ...]
     interfaces: Mapping[str, Interface]
     routes: tuple[Route, ...]
-    gdr: str  # "peermem" | "dmabuf-possible" | "none"
+    gdr: Gdr
     gdr_source: str | None
     memlock: Memlock
     net_plugin: str | None
@@ -153,6 +211,15 @@ class Inventory:
 def parse_int(text: str | None, base: int = 10) -> int | None:
     try:
         return int(text, base) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _port_state(text: str | None) -> PortState | None:
+    """`4: ACTIVE` -> ACTIVE; None for anything else."""
+    number = parse_int((text or "").split(":")[0].strip() or None)
+    try:
+        return PortState(number) if number is not None else None
     except ValueError:
         return None
 
@@ -223,7 +290,7 @@ def read_ports(host: Host, interfaces: Mapping[str, Interface]) -> tuple[RdmaPor
             if number is None:
                 continue
             port_dir = f"{IB_SYSFS}/{device}/ports/{entry}"
-            state = parse_int((host.read(f"{port_dir}/state") or "").split(":")[0].strip() or None)
+            state = _port_state(host.read(f"{port_dir}/state"))
             rate = _RATE.match(host.read(f"{port_dir}/rate") or "")
             gids = _read_gids(host, port_dir)
             netdevs = {g.netdev for g in gids if g.netdev} | set(slaves)
@@ -266,17 +333,17 @@ def read_routes(host: Host) -> tuple[Route, ...]:
     return tuple(routes)
 
 
-def read_gdr(host: Host) -> tuple[str, str | None]:
+def read_gdr(host: Host) -> tuple[Gdr, str | None]:
     """GPUDirect RDMA: `peermem` (a peer-memory module NCCL checks for), `dmabuf-possible` (open NVIDIA kernel
     module on kernel >= 5.12; only NCCL can confirm it), or `none`; plus the file that said so."""
     for path in PEERMEM_FILES:
         if host.exists(path):
-            return "peermem", path
+            return Gdr.PEERMEM, path
     driver = host.read("/proc/driver/nvidia/version") or ""
     kernel = re.match(r"^(\d+)\.(\d+)", host.read("/proc/sys/kernel/osrelease") or "")
     if "Open Kernel Module" in driver and kernel and (int(kernel.group(1)), int(kernel.group(2))) >= (5, 12):
-        return "dmabuf-possible", "/proc/driver/nvidia/version"
-    return "none", None
+        return Gdr.DMABUF_POSSIBLE, "/proc/driver/nvidia/version"
+    return Gdr.NONE, None
 
 
 def read_memlock(host: Host) -> Memlock:
@@ -310,7 +377,7 @@ def read_presets(host: Host) -> dict[str, Preset]:
     """Values the platform set for NCCL, Gloo and TensorPipe, with NCCL's precedence: the environment, then
     `$NCCL_CONF_FILE` (else `~/.nccl.conf`), then `/etc/nccl.conf`."""
     presets = {
-        name: Preset(value, "environment")
+        name: Preset(value, ENVIRONMENT)
         for name, value in host.env.items()
         if name.startswith("NCCL_") or name in SOCKET_VARS
     }
@@ -377,7 +444,7 @@ def nccl_search_dirs(host: Host) -> list[str]:
         for python in host.listdir(f"{prefix}/lib"):
             if python.startswith("python3"):
                 dirs += [f"{prefix}/lib/{python}/site-packages", f"{prefix}/lib/{python}/dist-packages"]
-    return dirs + ["/usr/lib/python3/dist-packages"] + _library_dirs(host)
+    return [*dirs, "/usr/lib/python3/dist-packages", *_library_dirs(host)]
 
 
 def nccl_version(host: Host, search_dirs: Iterable[str]) -> str | None:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from entrypoint.core.findings import Finding, passed, warned
-from entrypoint.core.messages import Text
+from entrypoint.fabric.inventory import Transport
+from entrypoint.fabric.messages import MESSAGES as M
 
 LOG_PATTERN = "nccl.%h.%p.log"
 _PREFIX = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
@@ -44,6 +46,16 @@ def debug_env(log_dir: str, platform: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+class ProofKind(StrEnum):
+    """What a node's NCCL log shows it used between nodes."""
+
+    SOCKET = "socket"  # a NET transport over TCP sockets
+    RDMA_GDR = "rdma-gdr"  # RDMA with GPUDirect RDMA on every NET channel
+    RDMA = "rdma"
+    LOCAL = "local"  # only P2P/SHM within the node
+    UNKNOWN = "unknown"  # no connection lines
+
+
 @dataclass
 class NodeTransport:
     """What one node's NCCL log says it used."""
@@ -58,22 +70,20 @@ class NodeTransport:
     version: str | None = None
 
     @property
-    def kind(self) -> str:
-        """`socket`, `rdma-gdr` (every NET channel with GPUDirect RDMA), `rdma`, `local` (only P2P/SHM seen),
-        or `unknown` (no connection lines)."""
+    def kind(self) -> ProofKind:
         nets = self.net or self.network
         if any(n.lower() == "socket" for n in nets):
-            return "socket"
+            return ProofKind.SOCKET
         if self.net_channels:
-            return "rdma-gdr" if self.gdr_channels == self.net_channels else "rdma"
+            return ProofKind.RDMA_GDR if self.gdr_channels == self.net_channels else ProofKind.RDMA
         if nets:
-            return "rdma"
-        return "local" if self.intra else "unknown"
+            return ProofKind.RDMA
+        return ProofKind.LOCAL if self.intra else ProofKind.UNKNOWN
 
     def to_json(self) -> dict[str, object]:
         return {
             "host": self.host,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "net": sorted(self.net),
             "net_channels": self.net_channels,
             "gdr_channels": self.gdr_channels,
@@ -92,7 +102,7 @@ class TransportProof:
 
     @property
     def socket_nodes(self) -> tuple[str, ...]:
-        return tuple(n.host for n in self.nodes if n.kind == "socket")
+        return tuple(n.host for n in self.nodes if n.kind is ProofKind.SOCKET)
 
     def to_json(self) -> dict[str, object]:
         return {"nodes": [n.to_json() for n in self.nodes], "socket_nodes": list(self.socket_nodes)}
@@ -159,26 +169,14 @@ def _absorb(node: NodeTransport, message: str, prefixed: bool) -> None:
         node.network.add(network.group("net"))
 
 
-def proof_findings(proof: TransportProof, planned: str) -> tuple[Finding, ...]:
+def proof_findings(proof: TransportProof, planned: Transport) -> tuple[Finding, ...]:
     """`fabric.proof-socket` (warn) when a node ran NCCL on sockets although the plan's transport was `ib` or
     `roce`; `fabric.proof` (pass) naming what each node used; nothing when the logs show no connections."""
-    nodes = [n for n in proof.nodes if n.kind != "unknown"]
+    nodes = [n for n in proof.nodes if n.kind is not ProofKind.UNKNOWN]
     if not nodes:
         return ()
     summary = ", ".join(f"{n.host}: {n.kind} ({'/'.join(sorted(n.net or n.network or n.intra))})" for n in nodes)
-    if planned in ("ib", "roce") and proof.socket_nodes:
-        hosts = ", ".join(proof.socket_nodes)
-        return (
-            warned(
-                "fabric.proof-socket",
-                Text(
-                    f"NCCL ran over TCP sockets on {hosts} although {planned.upper() if planned == 'ib' else 'RoCE'} was planned: expect 1-3 GB/s between nodes ({summary})",
-                    f"节点 {hosts} 上 NCCL 实际使用了 TCP socket,而计划使用 {planned.upper() if planned == 'ib' else 'RoCE'}:节点间带宽约 1-3 GB/s({summary})",
-                ),
-                Text(
-                    "Look for 'NET/IB' warnings in those nodes' NCCL logs (no device, GID or memlock errors) and compare the node's `vla-entrypoint check` output with a healthy node's.",
-                    "请在这些节点的 NCCL 日志中查找 'NET/IB' 警告(无设备、GID 或 memlock 错误),并将其 `vla-entrypoint check` 输出与正常节点对比。",
-                ),
-            ),
-        )
-    return (passed("fabric.proof", Text(f"NCCL transports: {summary}", f"NCCL 实际传输方式:{summary}")),)
+    if planned in (Transport.IB, Transport.ROCE) and proof.socket_nodes:
+        message = M("proof-socket", hosts=", ".join(proof.socket_nodes), planned=planned.label, summary=summary)
+        return (warned("fabric.proof-socket", message, M("proof-socket-fix")),)
+    return (passed("fabric.proof", M("proof", summary=summary)),)

@@ -1,1 +1,1 @@
-"""The fetch-assets command: manifest, resumable download, streaming unpack and verification of the openpi-assets tree."""
+"""The `fetch-assets` command: manifest, resumable download, streaming unpack, verification (see `command`)."""

@@ -33,19 +33,42 @@ import weakref
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, BinaryIO, Protocol, TextIO, TypedDict
 
+from entrypoint.core.messages import Text
+from entrypoint.fetch.messages import MESSAGES as M
 from entrypoint.net.download import ResumableSha256
 
+
+class ArchiveFormat(StrEnum):
+    """How an archive is compressed (the manifest's `format`)."""
+
+    GZIP = "gzip"
+    TAR = "tar"  # not compressed
+    BZ2 = "bz2"
+    XZ = "xz"
+
+
+class MemberKind(StrEnum):
+    """A journaled member's type (`t` in `members.jsonl`, the third field of `done.json`'s files)."""
+
+    FILE = "f"
+    HARDLINK = "h"
+    SYMLINK = "l"
+    DIRECTORY = "d"
+    SKIPPED = "-"  # a device or pipe: not unpacked, not journaled
+
+
 FORMATS = {
-    ".tar.gz": "gzip",
-    ".tgz": "gzip",
-    ".tar": "tar",
-    ".tar.bz2": "bz2",
-    ".tbz2": "bz2",
-    ".tar.xz": "xz",
-    ".txz": "xz",
+    ".tar.gz": ArchiveFormat.GZIP,
+    ".tgz": ArchiveFormat.GZIP,
+    ".tar": ArchiveFormat.TAR,
+    ".tar.bz2": ArchiveFormat.BZ2,
+    ".tbz2": ArchiveFormat.BZ2,
+    ".tar.xz": ArchiveFormat.XZ,
+    ".txz": ArchiveFormat.XZ,
 }
 _OUT = 1 << 18  # decoded bytes per step
 _IN = 1 << 18  # compressed bytes per step for the standard-library decoders
@@ -54,8 +77,8 @@ _TAR_BUFFER = 128 << 10  # how far tarfile reads ahead of the member it parses
 _COPY = 256 << 10  # bytes per write of a member's file: what is on disk lags what was decoded by about this much
 
 
-def archive_format(name: str) -> str | None:
-    """`gzip`, `tar`, `bz2` or `xz` from a file name's suffix; None for anything else."""
+def archive_format(name: str) -> ArchiveFormat | None:
+    """The format a file name's suffix says; None for anything else."""
     lower = name.lower()
     for suffix, kind in sorted(FORMATS.items(), key=lambda item: -len(item[0])):
         if lower.endswith(suffix):
@@ -66,9 +89,9 @@ def archive_format(name: str) -> str | None:
 class ArchiveError(Exception):
     """The archive's bytes are wrong: corrupt or truncated compressed data, an unsafe member, a bad tar header."""
 
-    def __init__(self, en: str, zh: str) -> None:
-        super().__init__(en)
-        self.en, self.zh = en, zh
+    def __init__(self, text: Text) -> None:
+        super().__init__(text.en)
+        self.text = text
 
 
 @dataclass
@@ -132,10 +155,10 @@ class _ZStream(ctypes.Structure):
 
 
 _Z_OK, _Z_STREAM_END, _Z_BUF_ERROR, _Z_NO_FLUSH, _Z_BLOCK = 0, 1, -5, 0, 5
-_LIBZ: Any = False
+_LIBZ: ctypes.CDLL | bool | None = False  # False: not looked for yet
 
 
-def libz() -> Any:
+def libz() -> ctypes.CDLL | None:
     """libz through ctypes with the functions checkpoints need, or None."""
     global _LIBZ
     if _LIBZ is False:
@@ -158,7 +181,14 @@ def libz() -> Any:
                 _LIBZ = lib
         except (OSError, AttributeError):
             _LIBZ = None
-    return _LIBZ
+    return _LIBZ if isinstance(_LIBZ, ctypes.CDLL) else None
+
+
+class _Mode(StrEnum):
+    GZIP = "gzip"  # inside a gzip member, header and trailer handled by zlib
+    RAW = "raw"  # raw deflate resumed from a checkpoint: the trailer is checked here
+    TRAILER = "trailer"  # reading that trailer
+    END = "end"  # after a member: padding, another member, or the end
 
 
 class GzipDecoder:
@@ -167,7 +197,7 @@ class GzipDecoder:
 
     resumable = True
 
-    def __init__(self, lib: Any, span: int, resume: Checkpoint | None = None) -> None:
+    def __init__(self, lib: ctypes.CDLL, span: int, resume: Checkpoint | None = None) -> None:
         self.lib, self.span = lib, span
         self.stream = _ZStream()
         self.out = ctypes.create_string_buffer(_OUT)
@@ -180,60 +210,56 @@ class GzipDecoder:
         self.want = False
         self.last_byte = 0
         self.trailer = bytearray()
-        self.mode = "raw" if resume else "gzip"  # gzip | raw | trailer | end
+        self.mode = _Mode.RAW if resume else _Mode.GZIP
         self._check(
             lib.inflateInit2_(
                 ctypes.byref(self.stream), -15 if resume else 31, lib.zlibVersion(), ctypes.sizeof(self.stream)
             ),
-            "initialise",
+            "zlib-initialise",
         )
         weakref.finalize(self, lib.inflateEnd, ctypes.byref(self.stream))
         if resume:
             if resume.bits:
                 self._check(
-                    lib.inflatePrime(ctypes.byref(self.stream), resume.bits, resume.prime >> (8 - resume.bits)), "prime"
+                    lib.inflatePrime(ctypes.byref(self.stream), resume.bits, resume.prime >> (8 - resume.bits)),
+                    "zlib-prime",
                 )
             if resume.window:
                 self._check(
-                    lib.inflateSetDictionary(ctypes.byref(self.stream), resume.window, len(resume.window)), "window"
+                    lib.inflateSetDictionary(ctypes.byref(self.stream), resume.window, len(resume.window)),
+                    "zlib-window",
                 )
 
-    def _check(self, code: int, what: str) -> None:
+    def _check(self, code: int, step: str) -> None:
         if code != _Z_OK:
-            raise ArchiveError(
-                f"zlib could not {what} the decoder (code {code})", f"zlib 无法{what}解码器(代码 {code})"
-            )
+            raise ArchiveError(M("zlib-failed", step=M(step), code=code))
 
     def step(self, buf: bytes, pos: int) -> tuple[bytes, int]:
         self.captured = None
-        if self.mode == "trailer":
+        if self.mode is _Mode.TRAILER:
             take = min(8 - len(self.trailer), len(buf) - pos)
             self.trailer += buf[pos : pos + take]
             self.total_in += take
             if len(self.trailer) == 8:
                 crc, size = int.from_bytes(self.trailer[:4], "little"), int.from_bytes(self.trailer[4:], "little")
                 if crc != self.crc or size != self.member_out & 0xFFFFFFFF:
-                    raise ArchiveError(
-                        f"the gzip trailer does not match the data before byte {self.total_in} (CRC-32 or length)",
-                        f"gzip 尾部校验与第 {self.total_in} 字节前的数据不符(CRC-32 或长度)",
-                    )
-                self.mode, self.trailer = "end", bytearray()
+                    raise ArchiveError(M("gzip-trailer", at=self.total_in))
+                self.mode, self.trailer = _Mode.END, bytearray()
             return b"", take
-        if self.mode == "end":
+        if self.mode is _Mode.END:
             if buf[pos] == 0:  # zero padding after the last member, as some tools write
                 zeros = len(buf) - pos - len(buf[pos:].lstrip(b"\0"))
                 self.total_in += zeros
                 return b"", zeros
             if buf[pos] != 0x1F:
-                raise ArchiveError(
-                    f"unexpected bytes after the end of the compressed data (byte {self.total_in})",
-                    f"压缩数据结束后出现多余字节(第 {self.total_in} 字节)",
-                )
-            self._check(self.lib.inflateReset2(ctypes.byref(self.stream), 31), "reset")
-            self.mode, self.crc, self.member_out = "gzip", 0, 0
+                raise ArchiveError(M("trailing-bytes", at=self.total_in))
+            self._check(self.lib.inflateReset2(ctypes.byref(self.stream), 31), "zlib-reset")
+            self.mode, self.crc, self.member_out = _Mode.GZIP, 0, 0
         stream = self.stream
         avail = min(len(buf) - pos, 1 << 30)
-        stream.next_in = ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value + pos  # no copy: bytes stay alive
+        address = ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value  # no copy: `buf` stays alive meanwhile
+        assert address is not None
+        stream.next_in = address + pos
         stream.avail_in = avail
         room = min(_OUT, max(1 << 14, self.span))  # a small span (tests) needs small steps to find its boundaries
         stream.next_out = ctypes.addressof(self.out)
@@ -249,17 +275,14 @@ class GzipDecoder:
         if produced:
             self.crc = zlib.crc32(data, self.crc)
         if code == _Z_STREAM_END:
-            self.mode = "end" if self.mode == "gzip" else "trailer"  # zlib checked a gzip-mode trailer itself
+            self.mode = _Mode.END if self.mode is _Mode.GZIP else _Mode.TRAILER  # zlib checked a gzip-mode trailer
             if pos + used < len(buf):  # go on with what follows (trailer, padding, next member) in the same step
                 more, more_used = self.step(buf, pos + used)
                 return data + more, used + more_used
             return data, used
         if code not in (_Z_OK, _Z_BUF_ERROR):
             message = (stream.msg or b"").decode(errors="replace") or f"code {code}"
-            raise ArchiveError(
-                f"corrupt compressed data near byte {self.total_in}: {message}",
-                f"第 {self.total_in} 字节附近的压缩数据损坏:{message}",
-            )
+            raise ArchiveError(M("corrupt-data", at=self.total_in, detail=message))
         if not self.want and self.total_out - self.last_checkpoint >= self.span:
             self.want = True
         if self.want and stream.data_type & 128 and not stream.data_type & 64 and self.member_out:
@@ -280,11 +303,8 @@ class GzipDecoder:
         return data, used
 
     def finish(self) -> None:
-        if self.mode != "end":
-            raise ArchiveError(
-                f"the archive ends early: the compressed data stops at byte {self.total_in} (truncated download?)",
-                f"归档提前结束:压缩数据在第 {self.total_in} 字节处中断(下载不完整?)",
-            )
+        if self.mode is not _Mode.END:
+            raise ArchiveError(M("ends-early", at=self.total_in))
 
 
 class PlainDecoder:
@@ -319,7 +339,7 @@ class StdlibDecoder:
 
     resumable = False
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: ArchiveFormat) -> None:
         self.kind = kind
         self.captured: Checkpoint | None = None
         self.total_in = 0
@@ -327,10 +347,10 @@ class StdlibDecoder:
         self._new()
 
     def _new(self) -> None:
-        self.decoder: Any = {
-            "gzip": lambda: zlib.decompressobj(31),
-            "bz2": bz2.BZ2Decompressor,
-            "xz": lzma.LZMADecompressor,
+        self.decoder: Any = {  # zlib's, bz2's or lzma's decompressor: their interfaces differ a little
+            ArchiveFormat.GZIP: lambda: zlib.decompressobj(31),
+            ArchiveFormat.BZ2: bz2.BZ2Decompressor,
+            ArchiveFormat.XZ: lzma.LZMADecompressor,
         }[self.kind]()
         self.ended = False
 
@@ -338,7 +358,10 @@ class StdlibDecoder:
     def pending(self) -> bool:
         """Whether the next step needs no new input: handed-back bytes, or decoded bytes still inside bz2/xz."""
         return bool(self.carry) or (
-            not self.ended and self.kind != "gzip" and not self.decoder.eof and not self.decoder.needs_input
+            not self.ended
+            and self.kind is not ArchiveFormat.GZIP
+            and not self.decoder.eof
+            and not self.decoder.needs_input
         )
 
     def step(self, buf: bytes, pos: int) -> tuple[bytes, int]:
@@ -355,7 +378,7 @@ class StdlibDecoder:
         decoder = self.decoder
         if self.carry:
             data, self.carry, counted = self.carry, b"", 0
-        elif self.kind != "gzip" and not decoder.needs_input:
+        elif self.kind is not ArchiveFormat.GZIP and not decoder.needs_input:
             data, counted = b"", 0
         else:
             data = buf[pos : pos + _IN]
@@ -363,10 +386,7 @@ class StdlibDecoder:
         try:
             out = decoder.decompress(data, _OUT)
         except (zlib.error, OSError, lzma.LZMAError, EOFError) as error:
-            raise ArchiveError(
-                f"corrupt compressed data near byte {self.total_in}: {error}",
-                f"第 {self.total_in} 字节附近的压缩数据损坏:{error}",
-            ) from None
+            raise ArchiveError(M("corrupt-data", at=self.total_in, detail=error)) from None
         if decoder.eof:  # bz2/xz report the end only once every decoded byte is out
             self.ended = True
             left = decoder.unused_data
@@ -374,7 +394,7 @@ class StdlibDecoder:
                 self.carry, used = left[: len(left) - counted], 0
             else:
                 used = counted - len(left)
-        elif self.kind == "gzip":
+        elif self.kind is ArchiveFormat.GZIP:
             used = counted - len(decoder.unconsumed_tail)
         else:
             used = counted
@@ -383,17 +403,14 @@ class StdlibDecoder:
 
     def finish(self) -> None:
         if not self.ended:
-            raise ArchiveError(
-                f"the archive ends early: the compressed data stops at byte {self.total_in} (truncated download?)",
-                f"归档提前结束:压缩数据在第 {self.total_in} 字节处中断(下载不完整?)",
-            )
+            raise ArchiveError(M("ends-early", at=self.total_in))
 
 
-def make_decoder(kind: str, span: int, resume: Checkpoint | None = None, resumable: bool = True) -> Decoder:
+def make_decoder(kind: ArchiveFormat, span: int, resume: Checkpoint | None = None, resumable: bool = True) -> Decoder:
     """The decoder for an archive format; `resumable=False` forces the standard library (no checkpoints)."""
-    if kind == "tar":
+    if kind is ArchiveFormat.TAR:
         return PlainDecoder(span, resume)
-    lib = libz() if kind == "gzip" and resumable else None
+    lib = libz() if kind is ArchiveFormat.GZIP and resumable else None
     if lib is not None:
         return GzipDecoder(lib, span, resume)
     if resume is not None:
@@ -420,7 +437,7 @@ class ArchiveReader:
         in_offset: int = 0,
         out_offset: int = 0,
         hasher: ResumableSha256 | None = None,
-        tee: Any = None,
+        tee: BinaryIO | None = None,
         on_input: Callable[[int], None] | None = None,
         skip: int = 0,
     ) -> None:
@@ -474,9 +491,7 @@ class ArchiveReader:
         else:
             self._stuck += 1
             if self._stuck > 2:
-                raise ArchiveError(
-                    f"the decoder made no progress at byte {self.in_offset}", f"解码在第 {self.in_offset} 字节处停滞"
-                )
+                raise ArchiveError(M("decoder-stuck", at=self.in_offset))
         return True
 
     def read(self, size: int = -1) -> bytes:
@@ -552,18 +567,32 @@ class ExtractState:
         return cls(checkpoint, int(data["members"]), int(data["resume_at"]), partial)
 
 
+class JournalEntry(TypedDict):
+    """One finished member: its path under the staging folder, its size (files and hard links) and its kind."""
+
+    p: str
+    s: int
+    t: MemberKind
+
+
+def read_journal(path: Path) -> list[JournalEntry]:
+    """The members a journal lists (none when it does not exist), up to a line cut short by a crash."""
+    entries: list[JournalEntry] = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                break  # a line cut short by a crash or a full disk
+    return entries
+
+
 class Journal:
     """Finished members, one JSON line each (`p` path, `s` size, `t` type), in archive order."""
 
     def __init__(self, path: Path, keep: int | None = None) -> None:
         self.path = path
-        self.entries: list[dict[str, Any]] = []
-        if path.exists():
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    self.entries.append(json.loads(line))
-                except ValueError:
-                    break  # a line cut short by a crash or a full disk
+        self.entries = read_journal(path)
         if keep is not None:
             self.entries = self.entries[:keep]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -571,8 +600,8 @@ class Journal:
             handle.writelines(json.dumps(e) + "\n" for e in self.entries)
         self._handle: TextIO = path.open("a", encoding="utf-8")
 
-    def append(self, path: str, size: int, kind: str) -> None:
-        entry = {"p": path, "s": size, "t": kind}
+    def append(self, path: str, size: int, kind: MemberKind) -> None:
+        entry = JournalEntry(p=path, s=size, t=kind)
         self._handle.write(json.dumps(entry) + "\n")
         self.entries.append(entry)
 
@@ -601,33 +630,25 @@ _FILTER = getattr(tarfile, "data_filter", None)
 
 
 def _safe_member(member: tarfile.TarInfo, root: Path) -> tarfile.TarInfo:
-    """The member as it may be written under `root`, or ArchiveError (absolute path, '..', a link leaving root, a device)."""
+    """The member as it may be written under `root`; ArchiveError for an absolute path, '..', a link leaving
+    `root`, a device."""
     if _FILTER is not None:
         try:
             return _FILTER(member, str(root))
         except tarfile.FilterError as error:
-            raise ArchiveError(f"unsafe archive member refused: {error}", f"已拒绝不安全的归档成员:{error}") from None
+            raise ArchiveError(M("unsafe-member", reason=error)) from None
     name = member.name
     parts = Path(name).parts
     if name.startswith("/") or ".." in parts:
-        raise ArchiveError(
-            f"unsafe archive member refused: {name!r} leaves the destination",
-            f"已拒绝不安全的归档成员:{name!r} 指向目标目录之外",
-        )
+        raise ArchiveError(M("unsafe-member-escapes", name=repr(name)))
     if member.issym() or member.islnk():
         base = (root / name).parent if member.issym() else root
         if member.linkname.startswith("/") or not os.path.realpath(base / member.linkname).startswith(
             os.path.realpath(root)
         ):
-            raise ArchiveError(
-                f"unsafe archive member refused: link {name!r} points outside the destination",
-                f"已拒绝不安全的归档成员:链接 {name!r} 指向目标目录之外",
-            )
+            raise ArchiveError(M("unsafe-member-link", name=repr(name)))
     if member.ischr() or member.isblk() or member.isfifo():
-        raise ArchiveError(
-            f"unsafe archive member refused: {name!r} is a device or pipe",
-            f"已拒绝不安全的归档成员:{name!r} 是设备或管道",
-        )
+        raise ArchiveError(M("unsafe-member-device", name=repr(name)))
     return member
 
 
@@ -656,7 +677,7 @@ class Extractor:
         self.members, self.skip_members, self.partial = members, skip_members, partial
         self.persist_fn, self.persist_every_s, self.clock = persist, persist_every_s, clock
         self.resume_at = reader.position
-        self.current: tuple[Partial, Any] | None = None  # member being written and its open file
+        self.current: tuple[Partial, BinaryIO] | None = None  # member being written and its open file
         self.written = 0
         self.last_persist = clock()
         self.skipped_types: list[str] = []
@@ -689,29 +710,30 @@ class Extractor:
             self._finish_partial(self.partial)
         base = self.reader.position
         try:
-            archive = tarfile.open(fileobj=self.reader, mode="r|", bufsize=_TAR_BUFFER)  # type: ignore[call-overload]
+            # closed by the `with` below, once the stream is known to be a tar; tarfile reads only `read` of it
+            archive = tarfile.open(  # type: ignore[call-overload]  # noqa: SIM115
+                fileobj=self.reader, mode="r|", bufsize=_TAR_BUFFER
+            )
         except tarfile.ReadError as error:
             if self.reader.position - base <= 2 * _BLOCK and "empty" in str(error):
                 self.reader.drain()  # resumed exactly at the end-of-archive blocks
                 return
-            raise ArchiveError(
-                f"not a valid tar archive at byte {base} of the decoded data: {error}",
-                f"解码后数据第 {base} 字节处不是有效的 tar 归档:{error}",
-            ) from None
+            raise ArchiveError(M("not-tar", at=base, error=error)) from None
         index = 0
-        try:
-            for member in archive:
-                index += 1
-                if index <= self.skip_members and self._already_written(member):
-                    self.members += 1
-                    self._advance(member, base)
-                    continue
-                if self.skip_members:  # from the first member not on disk, write everything
-                    self.skip_members = 0
-                    self.journal.truncate(self.members)
-                self._extract(archive, member, base)
-        except tarfile.TarError as error:
-            raise ArchiveError(f"damaged tar archive: {error}", f"tar 归档损坏:{error}") from None
+        with archive:
+            try:
+                for member in archive:
+                    index += 1
+                    if index <= self.skip_members and self._already_written(member):
+                        self.members += 1
+                        self._advance(member, base)
+                        continue
+                    if self.skip_members:  # from the first member not on disk, write everything
+                        self.skip_members = 0
+                        self.journal.truncate(self.members)
+                    self._extract(archive, member, base)
+            except tarfile.TarError as error:
+                raise ArchiveError(M("tar-damaged", error=error)) from None
         self.reader.drain()
 
     def _already_written(self, member: tarfile.TarInfo) -> bool:
@@ -732,7 +754,7 @@ class Extractor:
         data_offset = base + member.offset_data
         if safe.isdir():
             target.mkdir(parents=True, exist_ok=True)
-            kind = "d"
+            kind = MemberKind.DIRECTORY
         elif safe.isreg():
             target.parent.mkdir(parents=True, exist_ok=True)
             _remove_if_link_or_dir(target, files_too=True)  # a fresh inode: never write through an old hard link
@@ -743,34 +765,34 @@ class Extractor:
             assert source is not None
             with open(target, "wb") as handle:
                 self._copy(partial, handle, lambda n: source.read(n))
-            kind = "f"
+            kind = MemberKind.FILE
         elif safe.issym():
             target.parent.mkdir(parents=True, exist_ok=True)
             _remove_if_link_or_dir(target, files_too=True)
             os.symlink(safe.linkname, target)
-            kind = "l"
+            kind = MemberKind.SYMLINK
         elif safe.islnk():
             target.parent.mkdir(parents=True, exist_ok=True)
             _remove_if_link_or_dir(target, files_too=True)
             os.link(self.root / safe.linkname, target)
-            kind = "h"
+            kind = MemberKind.HARDLINK
         else:
             self.skipped_types.append(member.name)
-            kind = "-"
-        if kind != "-":
-            self.journal.append(safe.name, safe.size if kind in ("f", "h") else 0, kind)
+            kind = MemberKind.SKIPPED
+        if kind is not MemberKind.SKIPPED:
+            self.journal.append(safe.name, safe.size if kind in (MemberKind.FILE, MemberKind.HARDLINK) else 0, kind)
         self.members += 1
         self._advance(member, base)
         self._maybe_persist()
 
-    def _copy(self, partial: Partial, handle: Any, read: Callable[[int], bytes], done: int = 0) -> None:
+    def _copy(self, partial: Partial, handle: BinaryIO, read: Callable[[int], bytes], done: int = 0) -> None:
         """Copy the member's remaining bytes into the open file, offering resumable states while it goes."""
         self.current, self.written = (partial, handle), done
         try:
             while self.written < partial.size:
                 block = read(min(_COPY, partial.size - self.written))
                 if not block:
-                    raise ArchiveError(f"the archive ends inside {partial.path}", f"归档在 {partial.path} 内部提前结束")
+                    raise ArchiveError(M("member-truncated", path=partial.path))
                 handle.write(block)
                 self.written += len(block)
                 if len(self.reader.checkpoints) > 16:
@@ -792,7 +814,7 @@ class Extractor:
             handle.seek(done)
             self._copy(partial, handle, self.reader.read, done)
         self.reader.read(_padded(partial.size) - partial.size)
-        self.journal.append(partial.path, partial.size, "f")
+        self.journal.append(partial.path, partial.size, MemberKind.FILE)
         self.members += 1
         self.resume_at = partial.data_offset + _padded(partial.size)
         self._maybe_persist()

@@ -1,1 +1,4 @@
-"""Pure inspections of a job (topology, batch, assets, storage, resume, environment, patch, openpi's contract): read the host, return findings. Imports only core."""
+"""Pure inspections of a job: topology, batch, assets, storage, resume, environment, patch, openpi's contract.
+
+Each reads the host and returns findings or a decision; its words live in `inspect/messages.py`. Imports only core.
+"""

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from entrypoint.core.settings import Precision
+
 TRAINER_SCRIPT = "scripts/train_pytorch.py"
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.pt", "metadata.pt")
 NORM_STATS_FILE = "norm_stats.json"
@@ -44,7 +46,7 @@ class TrainerFlags:
     num_train_steps: int
     log_interval: int
     save_interval: int
-    precision: str
+    precision: Precision
     wandb: bool
     weights: Path | None
     assets_base_dir: Path
@@ -61,7 +63,7 @@ class TrainerFlags:
             args += ["--pytorch-weight-path", str(self.weights)]
         args += [
             "--pytorch-training-precision",
-            self.precision,
+            str(self.precision),
             "--batch-size",
             str(self.batch_size),
             "--num-train-steps",

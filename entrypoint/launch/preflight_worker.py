@@ -1,8 +1,8 @@
 """One rank of the bandwidth preflight (`python -m entrypoint.launch.preflight_worker` under torchrun).
 
 All-reduces float32 tensors of several sizes over every process of every node (NCCL on GPUs, Gloo on CPU),
-after warm-up, several timed repetitions each, and has each node's local rank 0 write the results as JSON. The only module of
-the package that imports torch.
+after warm-up, several timed repetitions each, and has each node's local rank 0 write the results as JSON. The
+only module of the package that imports torch.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    import torch
-    import torch.distributed as dist
+    import torch  # type: ignore[import-not-found, unused-ignore]  # only in the training image
+    import torch.distributed as dist  # type: ignore[import-not-found, unused-ignore]
 
     use_cuda = torch.cuda.is_available() and os.environ.get("VLA_DEVICE", "gpu") != "cpu"
     if use_cuda:

@@ -4,6 +4,7 @@ killed after it is gone (they are reparented away from it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from dataclasses import dataclass, field
@@ -83,10 +84,8 @@ class ProcessTree:
     def kill(self) -> list[int]:
         """SIGKILL torchrun's group and every remembered process still alive; return the pids signalled."""
         killed = []
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.root, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         for p in self.alive():
             try:
                 os.kill(p.pid, signal.SIGKILL)

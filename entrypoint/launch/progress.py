@@ -34,7 +34,7 @@ class Progress:
 
     def _event(self, now: float) -> None:
         if self.last_event_at is not None:
-            self.gaps = (self.gaps + [now - self.last_event_at])[-50:]
+            self.gaps = [*self.gaps, now - self.last_event_at][-50:]
         self.last_event_at = now
 
     def typical_gap(self) -> float | None:
@@ -67,7 +67,8 @@ class Progress:
         if self.first_step_at is None:
             self.first_step_at = now
         if self._last_seen is not None and step > self._last_seen[0]:
-            self.step_times = (self.step_times + [(now - self._last_seen[1]) / (step - self._last_seen[0])])[-100:]
+            seconds = (now - self._last_seen[1]) / (step - self._last_seen[0])
+            self.step_times = [*self.step_times, seconds][-100:]
         self._last_seen = (step, now)
         self.last_step = step
         try:

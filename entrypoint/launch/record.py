@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from entrypoint import __version__
 
@@ -21,7 +20,7 @@ class StartupRecord:
     path: Path | None
     started_at: float = field(default_factory=time.time)
     phases: dict[str, float] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)
     t0: float = field(default_factory=time.monotonic)  # time.monotonic() at start-up
 
     @contextmanager

@@ -5,6 +5,7 @@ process tree can be killed; the exit code is training's own, or 128+N when the j
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -13,17 +14,28 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from types import FrameType
+from typing import BinaryIO, Protocol, TextIO
 
 from entrypoint.core.errors import ExitCode
+from entrypoint.core.messages import Lang
+from entrypoint.core.settings import StallAction
 from entrypoint.launch.failure import OutputTail
+from entrypoint.launch.messages import line, say
 from entrypoint.launch.processes import ProcessTree
-from entrypoint.launch.watchdog import Watchdog, diagnose, summary_lines, write_stacks
+from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod, Watchdog, diagnose, summary_lines, write_stacks
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+BANNER = "!" * 100
 
 
-class Tee(io.TextIOBase):
+class Reader(Protocol):
+    """Something fed the training output as it arrives."""
+
+    def feed(self, chunk: str) -> None: ...
+
+
+class Tee(io.TextIOBase, TextIO):  # TextIO: anything that prints may be given it
     """Text written here goes to the console and, once opened, to the node's log file."""
 
     def __init__(self, console: TextIO) -> None:
@@ -52,8 +64,8 @@ class Tee(io.TextIOBase):
 
 
 class Supervisor:
-    """Runs torchrun, relays output to the Tee and to `readers` (objects with `feed(text)`), forwards signals,
-    enforces the grace period."""
+    """Runs torchrun, relays output to the Tee and to `readers`, forwards signals, enforces the grace period, acts
+    on a stall."""
 
     def __init__(
         self,
@@ -61,32 +73,30 @@ class Supervisor:
         cwd: str,
         env: Mapping[str, str],
         out: Tee,
-        readers: list[Any],
+        readers: list[Reader],
         grace: int,
         watchdog: Watchdog | None = None,
         tail: OutputTail | None = None,
-        stall_action: str = "fail",
+        stall_action: StallAction = StallAction.FAIL,
         stacks_path: Path | None = None,
+        lang: Lang | str = Lang.BOTH,
     ) -> None:
         self.command, self.cwd, self.env = command, cwd, dict(env)
-        self.out, self.readers, self.grace = out, readers, grace
+        self.out, self.readers, self.grace, self.lang = out, readers, grace, lang
         self.watchdog, self.tail, self.stall_action, self.stacks_path = watchdog, tail, stall_action, stacks_path
-        self.stall: dict[str, Any] | None = None
+        self.stall: dict[str, object] | None = None
         self.signalled: int | None = None
         self.kill_deadline: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.tree: ProcessTree | None = None
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
         if self.signalled is None:
             self.signalled = signum
             self.kill_deadline = time.monotonic() + self.grace
-            self.out.write(
-                f"vla-entrypoint: received {signal.Signals(signum).name}; forwarding to torchrun, "
-                f"killing everything left after {self.grace}s\n"
-            )
+            say(self.out, self.lang, "signal-received", signal=signal.Signals(signum).name, grace=self.grace)
         self.proc.send_signal(signum)
 
     def _relay(self) -> None:
@@ -126,62 +136,61 @@ class Supervisor:
                         self._on_stall(*stalled)
                     if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
                         killed = self.tree.kill()
-                        self.out.write(
-                            f"vla-entrypoint: grace period over; killed the training process tree ({len(killed)} left)\n"
-                        )
+                        say(self.out, self.lang, "grace-over", count=len(killed))
                         self.kill_deadline = None
             leftovers = self.tree.kill()  # workers that outlived torchrun must not hold GPUs or the output pipe
             if leftovers and self.signalled is None:
-                self.out.write(f"vla-entrypoint: killed {len(leftovers)} process(es) torchrun left behind\n")
+                say(self.out, self.lang, "leftovers-killed", count=len(leftovers))
             reader.join(timeout=10)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.signalled is not None:
             return 128 + self.signalled
-        if self.stall is not None and self.stall_action == "fail":
+        if self.stall is not None and self.stall_action is StallAction.FAIL:
             return ExitCode.STALLED
         return 128 - code if code < 0 else code
 
     def _on_stall(self, silent: float, limit: float) -> None:
         """Warn loudly, diagnose without stopping anything, then (action fail) end the job."""
-        assert self.tree is not None
-        self.out.write(
-            f"\n{'!' * 100}\nvla-entrypoint: STALL: no training progress for {silent:.0f}s (limit {limit:.0f}s). "
-            f"Last output lines:\n"
-        )
-        for line in list(self.tail.lines)[-20:] if self.tail else []:
-            self.out.write(f"  | {line}\n")
+        assert self.tree is not None and self.proc is not None
+        self.out.write(f"\n{BANNER}\n")
+        say(self.out, self.lang, "stall", silent=f"{silent:.0f}", limit=f"{limit:.0f}")
+        for output in list(self.tail.lines)[-20:] if self.tail else []:
+            self.out.write(f"  | {output}\n")
         diagnosis = diagnose(self.tree)
-        for line in summary_lines(diagnosis):
-            self.out.write(f"vla-entrypoint: STALL: {line}\n")
-        for pid, stack in diagnosis["stacks"].items():
-            self.out.write(f"vla-entrypoint: STALL: Python stack of pid {pid}:\n{stack}\n")
-        if self.stacks_path is not None and diagnosis["stacks"]:
+        for text in summary_lines(diagnosis):
+            line(self.out, self.lang, text)
+        for pid, stack in diagnosis.stacks.items():
+            say(self.out, self.lang, "stall-stack", pid=pid)
+            self.out.write(f"{stack}\n")
+        if self.stacks_path is not None and diagnosis.stacks:
             write_stacks(diagnosis, self.stacks_path)
-        self.stall = {
-            "silent_s": round(silent, 1),
-            "limit_s": round(limit, 1),
-            "action": self.stall_action,
-            "diagnosis": {k: v for k, v in diagnosis.items() if k != "stacks"},
-            "stacks_file": str(self.stacks_path) if self.stacks_path and diagnosis["stacks"] else None,
-        }
-        if self.stall_action != "fail":
-            self.out.write("vla-entrypoint: STALL: stall_action=warn: training goes on\n" + "!" * 100 + "\n")
+        if self.stall_action is not StallAction.FAIL:
+            self.stall = self._stall_record(silent, limit, diagnosis)
+            say(self.out, self.lang, "stall-warn-only")
+            self.out.write(BANNER + "\n")
             return
-        if not diagnosis["stacks"]:
-            # No py-spy: faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack on SIGABRT; the job ends anyway.
+        if not diagnosis.stacks:
+            # No py-spy: faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack on SIGABRT; the job ends
+            # anyway.
             for proc in self.tree.alive():
                 if proc.ppid == self.tree.root:
                     os.kill(proc.pid, signal.SIGABRT)
-            self.stall["diagnosis"]["method"] = "faulthandler (stacks in the node log)"
-            try:
+            diagnosis.method = DiagnosisMethod.FAULTHANDLER
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        self.out.write(
-            f"vla-entrypoint: STALL: ending this node with exit code {ExitCode.STALLED} so the platform ends the job\n"
-            + "!" * 100
-            + "\n"
-        )
+        self.stall = self._stall_record(silent, limit, diagnosis)
+        say(self.out, self.lang, "stall-ending", code=int(ExitCode.STALLED))
+        self.out.write(BANNER + "\n")
         self.tree.kill()
+
+    def _stall_record(self, silent: float, limit: float, diagnosis: Diagnosis) -> dict[str, object]:
+        """The start-up record's `stall`."""
+        return {
+            "silent_s": round(silent, 1),
+            "limit_s": round(limit, 1),
+            "action": self.stall_action.value,
+            "diagnosis": diagnosis.to_json(),
+            "stacks_file": str(self.stacks_path) if self.stacks_path and diagnosis.stacks else None,
+        }

@@ -3,10 +3,10 @@ after hours) becomes a fast, diagnosed failure instead of GPUs held for hours.
 
 Progress events come from the trainer's output (`progress.py`). Until the first event the limit is
 `stall_startup_timeout` (30 minutes: model load, compilation, data loader start); after it, `stall_timeout` when
-set, otherwise the larger of 10 minutes and 20x the usual gap between events (covers checkpoint writes). On a stall: a loud warning with the last output
-lines, then a diagnosis (each local process's Python stack via py-spy, without stopping it; which ranks sit in a
-collective; data-loader worker states; GPU utilisation when nvidia-smi is there), then, unless `stall_action`
-is warn, the node ends with exit code 124 so the platform ends the whole job.
+set, otherwise the larger of 10 minutes and 20x the usual gap between events (covers checkpoint writes). On a
+stall: a loud warning with the last output lines, then a diagnosis (each local process's Python stack via py-spy,
+without stopping it; which ranks sit in a collective; data-loader worker states; GPU utilisation when nvidia-smi
+is there), then, unless `stall_action` is warn, the node ends with exit code 124 so the platform ends the job.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
-from entrypoint.launch.processes import PROC, Proc, ProcessTree
+from entrypoint.core.messages import Text
+from entrypoint.launch.messages import MESSAGES as M
+from entrypoint.launch.processes import PROC, ProcessTree
 from entrypoint.launch.progress import Progress
 
 FLOOR_S = 600.0
@@ -37,6 +40,7 @@ COLLECTIVE_FRAMES = (
 )
 DATALOADER_FRAMES = ("_worker_loop", "dataloader", "DataLoader")
 PYSPY_TIMEOUT_S = 30
+NVIDIA_SMI_TIMEOUT_S = 15
 
 
 def stall_limit(setting: int | None, startup: int, progress: Progress) -> float | None:
@@ -120,73 +124,120 @@ def gpu_utilisation() -> str | None:
             [tool, "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader"],
             capture_output=True,
             text=True,
-            timeout=15,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return "nvidia-smi did not answer within 15s"
+        return M("nvidia-smi-silent", seconds=NVIDIA_SMI_TIMEOUT_S).en
     return result.stdout.strip() or None
 
 
-def _role(proc: Proc, root: int) -> str:
-    return "rank" if proc.ppid == root else "worker-child"
+class DiagnosisMethod(StrEnum):
+    """How the stacks of a stalled job were taken (the record's `stall.diagnosis.method`)."""
+
+    PY_SPY = "py-spy"
+    NONE = "none"
+    FAULTHANDLER = "faulthandler (stacks in the node log)"  # SIGABRT to the ranks when py-spy gave nothing
 
 
-def diagnose(tree: ProcessTree) -> dict[str, object]:
-    """What every local training process is doing, read without stopping any of them."""
-    processes = tree.refresh()
-    report: list[dict[str, object]] = []
-    stacks: dict[str, str] = {}
-    in_collective, in_dataloader = [], []
-    for proc in processes:
-        entry = {
-            "pid": proc.pid,
-            "ppid": proc.ppid,
-            "role": _role(proc, tree.root),
-            "state": proc.state,
-            "wchan": _wchan(proc.pid),
-            "cmdline": _cmdline(proc.pid)[:200],
+class Role(StrEnum):
+    RANK = "rank"  # a worker torchrun started
+    WORKER_CHILD = "worker-child"  # below a rank: data-loader workers and the like
+
+
+@dataclass(frozen=True)
+class ProcessReport:
+    pid: int
+    ppid: int
+    role: Role
+    state: str
+    wchan: str
+    cmdline: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "role": self.role.value,
+            "state": self.state,
+            "wchan": self.wchan,
+            "cmdline": self.cmdline,
         }
+
+
+@dataclass
+class Diagnosis:
+    """What every local training process was doing when the job stalled; `stacks` by pid (text)."""
+
+    method: DiagnosisMethod
+    processes: list[ProcessReport]
+    stacks: dict[str, str]
+    in_collective: list[int]
+    in_dataloader: list[int]
+    gpu: str | None
+
+    def to_json(self) -> dict[str, object]:
+        """The record's form: the stacks go to their own file and the node log."""
+        return {
+            "method": self.method.value,
+            "processes": [p.to_json() for p in self.processes],
+            "in_collective": self.in_collective,
+            "in_dataloader": self.in_dataloader,
+            "gpu": self.gpu,
+        }
+
+
+def diagnose(tree: ProcessTree) -> Diagnosis:
+    """What every local training process is doing, read without stopping any of them."""
+    report: list[ProcessReport] = []
+    stacks: dict[str, str] = {}
+    in_collective: list[int] = []
+    in_dataloader: list[int] = []
+    for proc in tree.refresh():
+        entry = ProcessReport(
+            proc.pid,
+            proc.ppid,
+            Role.RANK if proc.ppid == tree.root else Role.WORKER_CHILD,
+            proc.state,
+            _wchan(proc.pid),
+            _cmdline(proc.pid)[:200],
+        )
         report.append(entry)
-        stack = py_spy_dump(proc.pid) if "python" in proc.name or "python" in str(entry["cmdline"]) else None
+        stack = py_spy_dump(proc.pid) if "python" in proc.name or "python" in entry.cmdline else None
         if stack:
             stacks[str(proc.pid)] = stack
             if any(frame in stack for frame in COLLECTIVE_FRAMES):
                 in_collective.append(proc.pid)
             if any(frame in stack for frame in DATALOADER_FRAMES):
                 in_dataloader.append(proc.pid)
-    return {
-        "method": "py-spy" if stacks else "none",
-        "processes": report,
-        "stacks": stacks,
-        "in_collective": in_collective,
-        "in_dataloader": in_dataloader,
-        "gpu": gpu_utilisation(),
-    }
+    method = DiagnosisMethod.PY_SPY if stacks else DiagnosisMethod.NONE
+    return Diagnosis(method, report, stacks, in_collective, in_dataloader, gpu_utilisation())
 
 
-def summary_lines(diagnosis: dict[str, object]) -> list[str]:
-    """A few human lines for the log; the full stacks follow them."""
-    procs = diagnosis["processes"]
-    ranks = [p for p in procs if p["role"] == "rank"]  # type: ignore[index]
-    lines = [f"{len(ranks)} local rank process(es), {len(procs) - len(ranks)} child process(es) (data-loader workers):"]  # type: ignore[arg-type]
-    for p in procs:  # type: ignore[union-attr]
-        lines.append(f"  pid {p['pid']} {p['role']} state={p['state']} wchan={p['wchan'] or '-'}  {p['cmdline'][:100]}")
+def summary_lines(diagnosis: Diagnosis) -> list[Text]:
+    """A few lines for the log, each `STALL: …`; the full stacks follow them."""
+    ranks = sum(1 for p in diagnosis.processes if p.role is Role.RANK)
+    lines = [M("stall-processes", ranks=ranks, children=len(diagnosis.processes) - ranks)]
+    for p in diagnosis.processes:
+        fields = {"pid": p.pid, "role": p.role.value, "state": p.state, "wchan": p.wchan or "-"}
+        lines.append(M("stall-process", **fields, cmdline=p.cmdline[:100]))
+    none = M("none-seen")
     lines.append(
-        f"in a collective: {diagnosis['in_collective'] or 'none seen'}; "
-        f"in data loading: {diagnosis['in_dataloader'] or 'none seen'}"
-    )
-    if diagnosis["gpu"]:
-        lines.append(f"GPU (index, utilisation, memory): {diagnosis['gpu']}")
-    if diagnosis["method"] == "none":
-        lines.append(
-            "no Python stacks: py-spy is not installed or may not read the processes (needs ptrace permission)"
+        M(
+            "stall-where",
+            collective=str(diagnosis.in_collective) if diagnosis.in_collective else none,
+            loading=str(diagnosis.in_dataloader) if diagnosis.in_dataloader else none,
         )
-    return lines
+    )
+    if diagnosis.gpu:
+        lines.append(M("stall-gpu", gpu=diagnosis.gpu))
+    if diagnosis.method is DiagnosisMethod.NONE:
+        lines.append(M("stall-no-stacks"))
+    return [M("stall-line", line=text) for text in lines]
 
 
-def write_stacks(diagnosis: dict[str, object], path: Path) -> None:
+def write_stacks(diagnosis: Diagnosis, path: Path) -> None:
     """Every stack in one text file beside the node log."""
     with open(path, "w", encoding="utf-8") as handle:
-        for pid, stack in diagnosis["stacks"].items():  # type: ignore[union-attr]
+        for pid, stack in diagnosis.stacks.items():
             handle.write(f"==== pid {pid} ====\n{stack}\n")

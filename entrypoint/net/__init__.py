@@ -1,1 +1,2 @@
-"""HTTP downloads with ranges, retries and progress, shared by taco (the wheel) and fetch (the assets)."""
+"""Downloads shared by taco (the wheel) and fetch (the assets): `source` checks a source and hashes local files
+without the HTTP stack (what planning needs); `download` fetches with ranges, retries and progress."""

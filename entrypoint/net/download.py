@@ -14,11 +14,12 @@ Contract of `fetch(source, into, ...)`:
   `.part` file left by an earlier process is resumed too (its bytes are hashed first); a pinned `sha256`
   catches a partial file that belonged to another version.
 - Redirects to plain http are refused unless `allow_http`. Proxies come from the usual `*_proxy` variables.
-- A progress line (bytes, percentage when the size is known, rate) goes to `progress` at most every
+- A progress line (bytes, percentage when the size is known, rate) goes to `progress`, in `lang`, at most every
   `progress_every_s`, then one line when done.
 - With `sha256`, a mismatch removes the downloaded file (a local file is left alone) and raises.
 Failures raise `DownloadError`, whose bilingual `what`/`fix` and `where` (the URL with any query hidden) are
-ready for a user; `kind` tells callers whether the request was mis-specified (`scheme`) or failed.
+ready for a user; `kind` tells callers whether the request was mis-specified (`scheme`) or failed. The options,
+the error and the checks that need no connection live in `net.source`.
 
 Beyond `fetch`, for large files (`vla-entrypoint fetch-assets`):
 - `probe(url, options)` asks for one byte (`Range: bytes=0-0`) and reports the size, whether the server honours
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import http.client
 import io
@@ -46,30 +48,27 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import IO, Protocol, TextIO, TypeAlias
 
 from entrypoint.core.masking import safe_url
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Lang, Text, render
+from entrypoint.net.messages import MESSAGES as M
+from entrypoint.net.source import (
+    DownloadError,
+    DownloadOptions,
+    FailureKind,
+    check_scheme,
+    hash_file,
+    local_path,
+    source_name,
+)
 
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
+_DEFAULTS = DownloadOptions()
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)")
-
-
-@dataclass(frozen=True)
-class DownloadOptions:
-    """How patient and how noisy a fetch is. The defaults suit a wheel of tens of MB at a job's start."""
-
-    timeout_s: float = 30.0  # each connect and each read; silence this long is a stall
-    attempts: int = 4  # tries in all
-    backoff_s: float = 1.0  # wait before the second try; doubles each time
-    max_backoff_s: float = 30.0
-    deadline_s: float | None = None  # the whole fetch, retries included
-    allow_http: bool = False  # plain http (and redirects to it) only when explicitly allowed
-    chunk_bytes: int = 1 << 20
-    progress_every_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,112 +83,53 @@ class Downloaded:
     downloaded: bool
 
 
-class DownloadError(Exception):
-    """A fetch that did not produce the file.
-
-    `kind`: scheme | missing | http | network | timeout | deadline | checksum | changed (the file changed on the server
-    during the download) | no-range (a segment request was answered with the whole file).
-    """
-
-    def __init__(self, kind: str, what: Text, where: str, fix: Text, retryable: bool = False) -> None:
-        super().__init__(what.en)
-        self.kind, self.what, self.where, self.fix, self.retryable = kind, what, where, fix, retryable
-
-
-def source_name(source: str) -> str:
-    """The file name a source names: the last path segment, percent-decoded for URLs."""
-    parts = urllib.parse.urlsplit(source)
-    if parts.scheme in ("http", "https", "file"):
-        return urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
-    return Path(source).name
-
-
-def local_path(source: str) -> Path | None:
-    """The path of a local source (plain path or `file://` URL); None for an http(s) URL.
-
-    Raises `DownloadError` (kind `scheme`) for any other scheme (ftp://, s3:// …).
-    """
-    parts = urllib.parse.urlsplit(source)
-    if parts.scheme == "file":
-        return Path(urllib.request.url2pathname(parts.path))
-    if parts.scheme in ("http", "https"):
-        return None
-    if parts.scheme and len(parts.scheme) > 1:
-        raise DownloadError(
-            "scheme",
-            Text(
-                f"unsupported address {safe_url(source)}: only https://, http://, file:// or a path",
-                f"不支持的地址 {safe_url(source)}:仅支持 https://、http://、file:// 或文件路径",
-            ),
-            safe_url(source),
-            Text("Give an https URL or a file path.", "请提供 https 地址或文件路径。"),
-        )
-    return Path(source)
-
-
-def check_scheme(source: str, allow_http: bool) -> None:
-    """Raise `DownloadError` (kind `scheme`) for a source this policy refuses: plain http unless allowed."""
-    local_path(source)
-    if urllib.parse.urlsplit(source).scheme == "http" and not allow_http:
-        raise DownloadError(
-            "scheme",
-            Text(
-                f"{safe_url(source)} is plain http: downloads are https-only",
-                f"{safe_url(source)} 使用明文 http:下载仅允许 https",
-            ),
-            safe_url(source),
-            Text(
-                "Use an https URL, or explicitly allow http for a trusted network.",
-                "请改用 https 地址,或在可信网络中显式允许 http。",
-            ),
-        )
-
-
 def fetch(
     source: str,
     into: Path,
     *,
     sha256: str | None = None,
-    options: DownloadOptions = DownloadOptions(),
+    options: DownloadOptions = _DEFAULTS,
     progress: TextIO | None = None,
+    lang: Lang | str = Lang.EN,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Downloaded:
-    """Make `source` available as a local file with a known sha256 (see the module docstring)."""
+    """Make `source` available as a local file with a known sha256 (see the module docstring). Progress lines
+    go to `progress` in `lang`."""
     check_scheme(source, options.allow_http)
     start = clock()
     path = local_path(source)
     name = source_name(source)
-    meter = _Meter(name, progress, clock, options.progress_every_s)
+    meter = _Meter(name, progress, clock, options.progress_every_s, lang)
     if path is not None:
         if not path.is_file():
-            raise DownloadError(
-                "missing",
-                Text(f"{path} does not exist or is not a file", f"{path} 不存在或不是文件"),
-                str(path),
-                Text("Check the path (is the storage mounted?).", "请检查路径(存储是否已挂载?)。"),
-            )
-        hasher, size = _hash_file(path, meter, options.chunk_bytes)
+            raise _missing(path)
+        hasher, size = hash_file(path, options.chunk_bytes, meter.hashing)
         digest = hasher.hexdigest()
         _verify(digest, sha256, path, source, remove=False)
         return Downloaded(path, size, digest, clock() - start, 0, False)
     if not name:
-        raise DownloadError(
-            "scheme",
-            Text(f"{safe_url(source)} names no file", f"{safe_url(source)} 未指明文件名"),
-            safe_url(source),
-            Text("Give the URL of the file itself.", "请提供文件本身的地址。"),
-        )
+        raise _no_file_name(source)
     into.mkdir(parents=True, exist_ok=True)
     target = into / name
-    transfer = _Transfer(source, target.with_name(name + ".part"), options, meter, clock)
+    part = target.with_name(name + ".part")
+    transfer = _Transfer(source, part, options, meter, clock)
     attempts = transfer.run(start, sleep)
     target.unlink(missing_ok=True)
-    os.replace(transfer.part, target)
+    os.replace(part, target)
     digest = transfer.hasher.hexdigest()
     _verify(digest, sha256, target, source, remove=True)
     meter.done(transfer.have, clock() - start, digest)
     return Downloaded(target, transfer.have, digest, clock() - start, attempts, True)
+
+
+def _missing(path: Path) -> DownloadError:
+    return DownloadError(FailureKind.MISSING, M("local-missing", path=path), str(path), M("local-missing-fix"))
+
+
+def _no_file_name(source: str) -> DownloadError:
+    shown = safe_url(source)
+    return DownloadError(FailureKind.SCHEME, M("no-file-name", source=shown), shown, M("no-file-name-fix"))
 
 
 def _verify(digest: str, expected: str | None, path: Path, source: str, remove: bool) -> None:
@@ -197,70 +137,62 @@ def _verify(digest: str, expected: str | None, path: Path, source: str, remove: 
         return
     if remove:
         path.unlink(missing_ok=True)
+    shown = safe_url(source)
     raise DownloadError(
-        "checksum",
-        Text(
-            f"{safe_url(source)} has sha256 {digest}, not the expected {expected.lower()}: refused",
-            f"{safe_url(source)} 的 sha256 为 {digest},与期望的 {expected.lower()} 不符:已拒绝",
-        ),
-        safe_url(source),
-        Text(
-            "Check that the pinned checksum belongs to this file, or fix the source.",
-            "请确认所固定的校验和属于该文件,或修正来源。",
-        ),
+        FailureKind.CHECKSUM,
+        M("checksum", source=shown, actual=digest, expected=expected.lower()),
+        shown,
+        M("checksum-fix"),
     )
-
-
-def sha256_of(path: Path, chunk_bytes: int = 1 << 20) -> str:
-    """The sha256 of a file, read in bounded chunks."""
-    return _hash_file(path, None, chunk_bytes)[0].hexdigest()
-
-
-def _hash_file(path: Path, meter: _Meter | None, chunk: int) -> tuple[hashlib._Hash, int]:
-    """A running sha256 of the file's bytes (to continue or finish) and its size."""
-    hasher, size = hashlib.sha256(), 0
-    with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            hasher.update(block)
-            size += len(block)
-            if meter is not None:
-                meter.tick(size, None, "hashing")
-    return hasher, size
 
 
 @dataclass
 class _Meter:
-    """Throttled progress lines: `<name>: 12.0 MiB of 40.0 MiB (30%) at 5.1 MiB/s`."""
+    """Throttled progress lines: `download <name>: 12.0 MiB of 40.0 MiB (30%) at 5.1 MiB/s`."""
 
     name: str
     out: TextIO | None
     clock: Callable[[], float]
     every: float
+    lang: Lang | str = Lang.EN
     started: float = field(init=False)
     last: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.started = self.last = self.clock()
 
-    def say(self, text: str) -> None:
+    def say(self, text: Text) -> None:
         if self.out is not None:
-            self.out.write(f"download {self.name}: {text}\n")
+            lead = "download "
+            self.out.write(render(text, self.lang, lead=f"{lead}{self.name}: ", indent=" " * len(lead)) + "\n")
             self.out.flush()
 
-    def tick(self, have: int, total: int | None, verb: str = "") -> None:
+    def _due(self) -> float | None:
+        """The rate so far when a line is due, else None."""
         now = self.clock()
         if now - self.last < self.every:
-            return
+            return None
         self.last = now
-        rate = have / max(now - self.started, 1e-9)
-        share = f" ({100 * have // total}%)" if total else ""
-        of = f" of {_size(total)}" if total else ""
-        self.say(f"{verb + ' ' if verb else ''}{_size(have)}{of}{share} at {_size(rate)}/s")
+        return max(now - self.started, 1e-9)
+
+    def tick(self, have: int, total: int | None) -> None:
+        seconds = self._due()
+        if seconds is None:
+            return
+        rate = _size(have / seconds)
+        if total:
+            self.say(M("progress-of", have=_size(have), total=_size(total), percent=100 * have // total, rate=rate))
+        else:
+            self.say(M("progress", have=_size(have), rate=rate))
+
+    def hashing(self, have: int) -> None:
+        seconds = self._due()
+        if seconds is not None:
+            self.say(M("hashing", have=_size(have), rate=_size(have / seconds)))
 
     def done(self, size: int, seconds: float, digest: str) -> None:
-        self.say(
-            f"done, {_size(size)} in {seconds:.1f} s ({_size(size / max(seconds, 1e-9))}/s), sha256 {digest[:16]}…"
-        )
+        rate = _size(size / max(seconds, 1e-9))
+        self.say(M("done", size=_size(size), seconds=seconds, rate=rate, digest=digest[:16]))
 
 
 def human_bytes(n: float) -> str:
@@ -284,18 +216,33 @@ class _NoDowngrade(urllib.request.HTTPRedirectHandler):
     def __init__(self, allow_http: bool) -> None:
         self.allow_http = allow_http
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
         if urllib.parse.urlsplit(newurl).scheme == "http" and not self.allow_http:
+            shown = safe_url(req.full_url)
             raise DownloadError(
-                "scheme",
-                Text(
-                    f"{safe_url(req.full_url)} redirects to plain http ({safe_url(newurl)}): refused",
-                    f"{safe_url(req.full_url)} 重定向到明文 http({safe_url(newurl)}):已拒绝",
-                ),
-                safe_url(req.full_url),
-                Text("Use a URL that stays on https.", "请使用始终为 https 的地址。"),
+                FailureKind.SCHEME,
+                M("redirect-to-http", source=shown, target=safe_url(newurl)),
+                shown,
+                M("redirect-to-http-fix"),
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class _Writer(Protocol):
+    """A sink written block by block: the `.part` file, the sequential stream's queue, memory."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+_Sink: TypeAlias = "_Writer | _Segment"  # a segment's buffer is read into in place
 
 
 class _Transfer:
@@ -331,13 +278,13 @@ class _Transfer:
         self.status: int | None = None  # HTTP status of the last response
         self.validator = validator  # ETag or Last-Modified of the first response, for If-Range
         if part is not None and part.is_file():  # left by an earlier process: resume it
-            self.hasher, self.have = _hash_file(part, None, options.chunk_bytes)
+            self.hasher, self.have = hash_file(part, options.chunk_bytes)
 
     def run(
         self,
         start: float,
         sleep: Callable[[float], None],
-        sink: BinaryIO | None = None,
+        sink: _Sink | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> int:
         """Attempt until complete; returns the number of attempts. Raises `DownloadError` (or `_Stopped` once
@@ -360,14 +307,14 @@ class _Transfer:
                 wait = min(self.options.backoff_s * 2 ** (attempt - 1), self.options.max_backoff_s)
                 if self.options.deadline_s is not None and self.clock() + wait - start > self.options.deadline_s:
                     raise
-                self.meter.say(
-                    f"attempt {attempt} of {tries} failed ({error.what.en}); "
-                    f"retrying in {wait:g} s from byte {self.base + self.have}"
-                )
+                offset = self.base + self.have
+                self.meter.say(M("retrying", attempt=attempt, tries=tries, reason=error.what, wait=wait, offset=offset))
                 sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _restart(self, handle: BinaryIO) -> None:
+    def _restart(self, handle: _Sink) -> None:
+        """Empty the `.part` file and the hash: the server sends the whole file again."""
+        assert isinstance(handle, io.BufferedWriter), "only a .part file is ever refilled from its start"
         handle.seek(0)
         handle.truncate()
         self.hasher, self.have = hashlib.sha256(), 0
@@ -381,7 +328,7 @@ class _Transfer:
             return self.total - self.base - self.have
         return None
 
-    def attempt(self, handle: BinaryIO, start: float) -> None:
+    def attempt(self, handle: _Sink, start: float) -> None:
         """Fetch from byte `base + have` to `end` (or the end of the file) into `handle` (positioned at its end)."""
         where = safe_url(self.url)
         request = urllib.request.Request(
@@ -402,60 +349,45 @@ class _Transfer:
             if error.code == 416 and not offset and self.total_from(error.headers.get("Content-Range")) == 0:
                 self.total = 0  # an empty file: no byte to give
                 return
-            if (
-                error.code == 416 and offset and self.end is None
-            ):  # our partial file is not a prefix the server can continue
+            if error.code == 416 and offset and self.end is None:  # our partial file is not a prefix it can continue
                 if self.total_from(error.headers.get("Content-Range")) == offset:
                     self.total = offset
                     return  # already complete
                 if self.base == 0 and not self.discard_unranged:
                     self._restart(handle)
                 raise self._failure(
-                    "http",
-                    "HTTP 416 for a resumed range; starting over",
-                    "续传范围无效(HTTP 416);将重新下载",
-                    self.base == 0 and not self.discard_unranged,
+                    FailureKind.HTTP, M("range-416"), self.base == 0 and not self.discard_unranged
                 ) from None
             raise self._failure(
-                "http",
-                f"HTTP {error.code} {error.reason}",
-                f"服务器返回 HTTP {error.code} {error.reason}",
+                FailureKind.HTTP,
+                M("http-status", code=error.code, reason=error.reason),
                 error.code in RETRYABLE_HTTP,
             ) from None
         except DownloadError:
             raise
         except (TimeoutError, http.client.RemoteDisconnected, ConnectionError, http.client.IncompleteRead) as error:
-            kind = "timeout" if isinstance(error, TimeoutError) else "network"
-            detail = f"no data for {timeout:g} s" if kind == "timeout" else f"connection lost ({type(error).__name__})"
             at = self.base + self.have
-            raise self._failure(
-                kind, f"{detail} at byte {at}", f"第 {at} 字节处{'超时' if kind == 'timeout' else '连接中断'}", True
-            ) from None
+            if isinstance(error, TimeoutError):
+                raise self._failure(FailureKind.TIMEOUT, M("stalled", seconds=timeout, offset=at), True) from None
+            lost = M("connection-lost", error=type(error).__name__, offset=at)
+            raise self._failure(FailureKind.NETWORK, lost, True) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             reason = getattr(error, "reason", error)
             if isinstance(reason, TimeoutError):
-                raise self._failure(
-                    "timeout", f"no answer within {timeout:g} s", f"{timeout:g} 秒内无响应", True
-                ) from None
-            raise self._failure(
-                "network", f"cannot reach {where}: {reason}", f"无法访问 {where}:{reason}", True
-            ) from None
+                raise self._failure(FailureKind.TIMEOUT, M("no-answer", seconds=timeout), True) from None
+            raise self._failure(FailureKind.NETWORK, M("unreachable", source=where, reason=reason), True) from None
         wanted = self._wanted
         if wanted is not None and wanted > 0:
             total = self.end if self.end is not None else self.total
-            raise self._failure(
-                "network",
-                f"connection closed after {self.base + self.have} of {total} bytes",
-                f"传输在 {self.base + self.have}/{total} 字节处中断",
-                True,
-            )
+            closed = M("closed-early", have=self.base + self.have, total=total)
+            raise self._failure(FailureKind.NETWORK, closed, True)
 
     @staticmethod
     def total_from(content_range: str | None) -> int | None:
         match = _CONTENT_RANGE.search(content_range or "")
         return int(match[3]) if match and match[3] != "*" else None
 
-    def _start_body(self, response: http.client.HTTPResponse, handle: BinaryIO) -> None:
+    def _start_body(self, response: http.client.HTTPResponse, handle: _Sink) -> None:
         """Align the sink with what the server sends: a continuation (206 from our offset) or the whole file."""
         self.status = response.status
         offset = self.base + self.have
@@ -468,41 +400,19 @@ class _Transfer:
                 return
             if self.base == 0 and self.end is None and not self.discard_unranged:
                 self._restart(handle)  # a range we did not ask for: distrust it and start over
-            raise self._failure(
-                "http",
-                "the server answered a different range; starting over",
-                "服务器返回的范围不符;将重新下载",
-                self.base == 0 and self.end is None,
-            )
+            raise self._failure(FailureKind.HTTP, M("wrong-range"), self.base == 0 and self.end is None)
         length = response.headers.get("Content-Length")
         self.total = int(length) if length and length.isdigit() else None
         if offset or self.end is not None:  # the server ignored Range, or If-Range found the file changed
+            shown = safe_url(self.url)
             if self.base == 0 and self.end is None and not self.discard_unranged:
                 self._restart(handle)  # take the whole body
             elif self.validator and validator and validator != self.validator:
-                raise DownloadError(
-                    "changed",
-                    Text(
-                        f"{safe_url(self.url)} changed on the server during the download",
-                        f"{safe_url(self.url)} 在下载过程中被服务器端更新",
-                    ),
-                    safe_url(self.url),
-                    Text(
-                        "Run the same command again: it starts this file over.", "请再次运行同一命令:该文件将重新下载。"
-                    ),
-                )
+                raise DownloadError(FailureKind.CHANGED, M("changed", source=shown), shown, M("changed-fix"))
             elif self.discard_unranged:
                 self._discard(response, offset)
             else:
-                raise DownloadError(
-                    "no-range",
-                    Text(
-                        f"{safe_url(self.url)}: the server ignored a range request",
-                        f"{safe_url(self.url)}:服务器忽略了范围请求",
-                    ),
-                    safe_url(self.url),
-                    Text("Use a single stream for this server.", "请对该服务器使用单连接下载。"),
-                )
+                raise DownloadError(FailureKind.NO_RANGE, M("no-range", source=shown), shown, M("no-range-fix"))
         self.validator = self.validator or validator
 
     def _discard(self, response: http.client.HTTPResponse, count: int) -> None:
@@ -511,27 +421,22 @@ class _Transfer:
         while left:
             block = response.read1(min(left, self.options.chunk_bytes))
             if not block:
-                raise self._failure(
-                    "network",
-                    f"connection closed while skipping to byte {count}",
-                    f"跳到第 {count} 字节时连接中断",
-                    True,
-                )
+                raise self._failure(FailureKind.NETWORK, M("closed-while-skipping", offset=count), True)
             left -= len(block)
 
-    def _stream(self, response: http.client.HTTPResponse, handle: BinaryIO, start: float) -> None:
-        into = getattr(handle, "into", None)  # a sink that is read into in place (a segment)
+    def _stream(self, response: http.client.HTTPResponse, handle: _Sink, start: float) -> None:
         while True:
             wanted = self._wanted if self.end is not None else None
             if wanted is not None and wanted <= 0:
                 return
             size = self.options.chunk_bytes if wanted is None else min(wanted, self.options.chunk_bytes)
-            if into is not None:
-                block = into(size)
-                count = response.readinto(block)
-                block = block[:count]
+            block: bytes | memoryview
+            if isinstance(handle, _Segment):  # read into the segment's buffer in place
+                view = handle.into(size)
+                count = response.readinto(view)
+                block = view[:count]
                 if count:
-                    handle.advance(count)  # type: ignore[attr-defined]
+                    handle.advance(count)
             else:
                 block = response.read1(size)
                 if block:
@@ -543,38 +448,19 @@ class _Transfer:
             self.have += len(block)
             self.meter.tick(self.base + self.have, self.total)
             if self.options.deadline_s is not None and self.clock() - start > self.options.deadline_s:
-                raise self._failure(
-                    "deadline",
-                    f"not finished within {self.options.deadline_s:g} s",
-                    f"{self.options.deadline_s:g} 秒内未完成",
-                    False,
-                )
+                raise self._failure(FailureKind.DEADLINE, M("deadline", seconds=self.options.deadline_s), False)
 
     def _timeout(self, start: float) -> float:
         if self.options.deadline_s is None:
             return self.options.timeout_s
         left = self.options.deadline_s - (self.clock() - start)
         if left <= 0:
-            raise self._failure(
-                "deadline",
-                f"not finished within {self.options.deadline_s:g} s",
-                f"{self.options.deadline_s:g} 秒内未完成",
-                False,
-            )
+            raise self._failure(FailureKind.DEADLINE, M("deadline", seconds=self.options.deadline_s), False)
         return min(self.options.timeout_s, left)
 
-    def _failure(self, kind: str, en: str, zh: str, retryable: bool) -> DownloadError:
+    def _failure(self, kind: FailureKind, detail: Text, retryable: bool) -> DownloadError:
         where = safe_url(self.url)
-        return DownloadError(
-            kind,
-            Text(f"download of {where} failed: {en}", f"下载 {where} 失败:{zh}"),
-            where,
-            Text(
-                "Check the URL and the network (proxy variables, DNS), or provide the file locally.",
-                "请检查地址与网络(代理变量、DNS),或改为提供本地文件。",
-            ),
-            retryable,
-        )
+        return DownloadError(kind, M("failed", source=where, detail=detail), where, M("failed-fix"), retryable)
 
 
 @dataclass(frozen=True)
@@ -590,7 +476,7 @@ class Remote:
 
 def probe(
     source: str,
-    options: DownloadOptions = DownloadOptions(),
+    options: DownloadOptions = _DEFAULTS,
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -600,20 +486,10 @@ def probe(
     path = local_path(source)
     if path is not None:
         if not path.is_file():
-            raise DownloadError(
-                "missing",
-                Text(f"{path} does not exist or is not a file", f"{path} 不存在或不是文件"),
-                str(path),
-                Text("Check the path (is the storage mounted?).", "请检查路径(存储是否已挂载?)。"),
-            )
+            raise _missing(path)
         return Remote(source, path.stat().st_size, True, None, path)
     if not source_name(source):
-        raise DownloadError(
-            "scheme",
-            Text(f"{safe_url(source)} names no file", f"{safe_url(source)} 未指明文件名"),
-            safe_url(source),
-            Text("Give the URL of the file itself.", "请提供文件本身的地址。"),
-        )
+        raise _no_file_name(source)
     transfer = _Transfer(
         source,
         None,
@@ -673,11 +549,12 @@ class OrderedStream:
         remote: Remote,
         start: int = 0,
         *,
-        options: DownloadOptions = DownloadOptions(),
+        options: DownloadOptions = _DEFAULTS,
         segments: int = 4,
         segment_bytes: int = 16 << 20,
         window: int | None = None,
         log: TextIO | None = None,
+        lang: Lang | str = Lang.EN,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -685,7 +562,7 @@ class OrderedStream:
         self.segments, self.segment_bytes = max(1, segments), max(1, segment_bytes)
         self.window = max(self.segments, window or 2 * self.segments)
         self.clock, self.sleep = clock, sleep
-        self.meter = _Meter(source_name(remote.url), log, clock, options.progress_every_s)
+        self.meter = _Meter(source_name(remote.url), log, clock, options.progress_every_s, lang)
         self.cond = threading.Condition()
         self.stopped = False
         self.parallel = False  # set once iteration starts, for callers that report it
@@ -716,7 +593,7 @@ class OrderedStream:
             if position is None:
                 return
             self.parallel = False
-            self.meter.say(f"the server stopped honouring ranges; continuing from byte {position} in one stream")
+            self.meter.say(M("one-stream", offset=position))
         else:
             position = self.start
         yield from self._sequential(position)
@@ -727,7 +604,7 @@ class OrderedStream:
             while block := handle.read(self.options.chunk_bytes):
                 yield block
 
-    def _parallel(self, size: int) -> Iterator[bytes]:
+    def _parallel(self, size: int) -> Generator[bytes, None, int | None]:
         """Yield segments in order; returns None when done, or the offset to continue from in one stream."""
         slots: dict[int, list[bytes] | BaseException] = {}
         state = {"next": self.start, "want": self.start, "halt": False}
@@ -760,7 +637,7 @@ class OrderedStream:
                     validator=self.remote.validator,
                 )
                 try:
-                    transfer.run(self.clock(), self.sleep, sink, halted)  # type: ignore[arg-type]
+                    transfer.run(self.clock(), self.sleep, sink, halted)
                     result: list[bytes] | BaseException = sink.blocks(self.options.chunk_bytes)
                 except _Stopped:
                     return
@@ -783,7 +660,7 @@ class OrderedStream:
                     if self.stopped:
                         return None
                     item = slots.pop(position)
-                if isinstance(item, DownloadError) and item.kind == "no-range":
+                if isinstance(item, DownloadError) and item.kind is FailureKind.NO_RANGE:
                     return position
                 if isinstance(item, BaseException):
                     raise item
@@ -806,11 +683,8 @@ class OrderedStream:
         limit = max(2, self.window * self.segment_bytes // max(1, self.options.chunk_bytes))
         cond, stream = self.cond, self
 
-        class Sink(io.RawIOBase):
-            def writable(self) -> bool:
-                return True
-
-            def write(self, block) -> int:  # type: ignore[no-untyped-def, override]
+        class Queue:
+            def write(self, block: bytes, /) -> int:
                 with cond:
                     while len(blocks) >= limit and not stream.stopped:
                         cond.wait()
@@ -834,15 +708,11 @@ class OrderedStream:
                 validator=self.remote.validator,
             )
             try:
-                transfer.run(self.clock(), self.sleep, Sink(), lambda: self.stopped)
+                transfer.run(self.clock(), self.sleep, Queue(), lambda: self.stopped)
                 result: BaseException | None = None
                 if self.remote.size is not None and position + transfer.have < self.remote.size:
-                    result = transfer._failure(
-                        "network",
-                        f"the server ended the file at byte {position + transfer.have} of {self.remote.size}",
-                        f"服务器在第 {position + transfer.have}/{self.remote.size} 字节处结束了文件",
-                        False,
-                    )
+                    ended = M("ended-early", offset=position + transfer.have, size=self.remote.size)
+                    result = transfer._failure(FailureKind.NETWORK, ended, False)
             except _Stopped:
                 return
             except BaseException as error:
@@ -883,26 +753,21 @@ class _Sha256Context(ctypes.Structure):
     ]
 
 
+@functools.cache
 def _libcrypto() -> ctypes.CDLL | None:
-    global _CRYPTO
-    if _CRYPTO is False:
-        _CRYPTO = None
-        try:
-            name = ctypes.util.find_library("crypto")
-            lib = ctypes.CDLL(name) if name else None
-            if lib is not None:
-                for function in ("SHA256_Init", "SHA256_Update", "SHA256_Final"):
-                    getattr(lib, function).restype = ctypes.c_int
-                lib.SHA256_Update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-                probe_context = _Sha256Context()
-                if lib.SHA256_Init(ctypes.byref(probe_context)) == 1:
-                    _CRYPTO = lib
-        except (OSError, AttributeError):
-            _CRYPTO = None
-    return _CRYPTO or None
-
-
-_CRYPTO: ctypes.CDLL | bool | None = False
+    """OpenSSL's libcrypto with the SHA256_* functions typed, or None where it cannot be loaded."""
+    try:
+        name = ctypes.util.find_library("crypto")
+        lib = ctypes.CDLL(name) if name else None
+        if lib is None:
+            return None
+        for function in ("SHA256_Init", "SHA256_Update", "SHA256_Final"):
+            getattr(lib, function).restype = ctypes.c_int
+        lib.SHA256_Update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        probe_context = _Sha256Context()
+        return lib if lib.SHA256_Init(ctypes.byref(probe_context)) == 1 else None
+    except (OSError, AttributeError):
+        return None
 
 
 class ResumableSha256:
@@ -913,19 +778,17 @@ class ResumableSha256:
 
     def __init__(self, state: bytes | None = None, *, use_openssl: bool = True) -> None:
         self._lib = _libcrypto() if use_openssl else None
-        self._hashlib = None
+        self._hashlib = hashlib.sha256()  # used only without libcrypto
+        self._context = _Sha256Context()
         if self._lib is not None:
             if state is not None and len(state) == ctypes.sizeof(_Sha256Context):
                 self._context = _Sha256Context.from_buffer_copy(state)
+            elif state is not None:
+                raise ValueError("not a saved sha256 state")
             else:
-                if state is not None:
-                    raise ValueError("not a saved sha256 state")
-                self._context = _Sha256Context()
                 self._lib.SHA256_Init(ctypes.byref(self._context))
-        else:
-            if state is not None:
-                raise ValueError("this Python cannot restore a sha256 state")
-            self._hashlib = hashlib.sha256()
+        elif state is not None:
+            raise ValueError("this Python cannot restore a sha256 state")
 
     @property
     def resumable(self) -> bool:
@@ -936,23 +799,22 @@ class ResumableSha256:
         length = len(data) - start if length is None else length
         if length <= 0:
             return
-        if self._hashlib is not None:
+        if self._lib is None:
             self._hashlib.update(memoryview(data)[start : start + length])
             return
-        address = (
-            ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value + start
-        )  # bytes are never copied by c_char_p
-        self._lib.SHA256_Update(ctypes.byref(self._context), ctypes.c_void_p(address), length)
+        base = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0  # bytes are never copied by c_char_p
+        self._lib.SHA256_Update(ctypes.byref(self._context), ctypes.c_void_p(base + start), length)
 
-    def state(self) -> bytes | None:
-        if self._lib is None:
-            return None
+    def _raw(self) -> bytes:
         return ctypes.string_at(ctypes.addressof(self._context), ctypes.sizeof(self._context))
 
+    def state(self) -> bytes | None:
+        return None if self._lib is None else self._raw()
+
     def hexdigest(self) -> str:
-        if self._hashlib is not None:
+        if self._lib is None:
             return self._hashlib.hexdigest()
-        copy = _Sha256Context.from_buffer_copy(self.state())
+        copy = _Sha256Context.from_buffer_copy(self._raw())
         out = ctypes.create_string_buffer(32)
         self._lib.SHA256_Final(out, ctypes.byref(copy))
         return out.raw.hex()

@@ -1,1 +1,2 @@
-"""The TACO acceleration wheel: the plan (baked, install or skipped), activation, the image-build bake and the summary it prints."""
+"""The TACO acceleration wheel: the plan (baked, install, skipped or off), activation on the way to launch, the
+image-build bake and the optimization summary it prints."""

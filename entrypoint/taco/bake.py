@@ -15,8 +15,9 @@ from pathlib import Path
 
 from packaging.tags import Tag
 
-from entrypoint.core.messages import Text
-from entrypoint.net.download import sha256_of
+from entrypoint.core.messages import Lang, Text, language, render
+from entrypoint.net.source import sha256_of
+from entrypoint.taco.messages import MESSAGES as M
 from entrypoint.taco.plan import DIST_NAME, prelude_dir
 from entrypoint.taco.wheel import (
     describe_interpreter,
@@ -28,6 +29,8 @@ from entrypoint.taco.wheel import (
     write_record,
 )
 
+PIP_OUTPUT_CHARS = 4000  # of a failed pip's output, in the build log
+
 
 class BakeError(Exception):
     def __init__(self, what: Text, fix: Text) -> None:
@@ -35,91 +38,47 @@ class BakeError(Exception):
         self.what, self.fix = what, fix
 
 
-def bake(wheel_dir: Path, prefix: Path, tags: list[Tag] | None = None, python: str = sys.executable) -> str:
+def bake(wheel_dir: Path, prefix: Path, tags: list[Tag] | None = None, python: str = sys.executable) -> Text:
     """Install the one wheel in `wheel_dir` into `prefix`; returns the line to print. Raises `BakeError`."""
     tags = interpreter_tags() if tags is None else tags
     wheels = sorted(p for p in wheel_dir.glob("*.whl") if p.is_file())
     if len(wheels) != 1:
-        found = ", ".join(p.name for p in wheels) or "nothing"
-        raise BakeError(
-            Text(
-                f"the build context 'taco' must hold exactly one taco_train-*.whl; it holds {found}",
-                f"构建上下文 'taco' 中必须恰好有一个 taco_train-*.whl;实际为 {found}",
-            ),
-            Text(
-                "Put the wheel alone in the folder that the bake variable TACO_WHEEL_DIR names (default ./taco-wheel).",
-                "请把该 wheel 单独放在 bake 变量 TACO_WHEEL_DIR 指定的目录中(默认 ./taco-wheel)。",
-            ),
-        )
+        found = ", ".join(p.name for p in wheels) if wheels else M("bake-nothing")
+        raise BakeError(M("bake-count", found=found), M("bake-count-fix"))
     wheel_path = wheels[0]
     try:
         wheel = parse_wheel_name(wheel_path.name)
     except ValueError as error:
-        raise BakeError(
-            Text(
-                f"{wheel_path.name} is not a valid wheel file name: {error}",
-                f"{wheel_path.name} 不是合法的 wheel 文件名:{error}",
-            ),
-            Text("Keep the wheel's original file name.", "请保留 wheel 的原始文件名。"),
-        ) from None
+        raise BakeError(M("bake-bad-name", file=wheel_path.name, error=error), M("bake-bad-name-fix")) from None
     if wheel.name != DIST_NAME:
-        raise BakeError(
-            Text(
-                f"{wheel.file} is a {wheel.name} wheel, not taco_train",
-                f"{wheel.file} 是 {wheel.name} 的 wheel,而不是 taco_train",
-            ),
-            Text("Put the taco_train wheel in TACO_WHEEL_DIR.", "请把 taco_train wheel 放入 TACO_WHEEL_DIR。"),
-        )
+        raise BakeError(M("another-package", file=wheel.file, name=wheel.name), M("bake-another-package-fix"))
     if not fits(wheel, tags):
+        interpreter = describe_interpreter(tags)
         raise BakeError(
-            Text(
-                f"{wheel.file} is tagged {wheel.tag_text}, but this image's python3 is {describe_interpreter(tags)}: it cannot load it",
-                f"{wheel.file} 的标签为 {wheel.tag_text},而本镜像的 python3 为 {describe_interpreter(tags)}:无法加载",
-            ),
-            Text(
-                "Use a taco_train wheel built for this image's Python (cp312 for the VLA base), or build the openpi target without TACO.",
-                "请使用为本镜像 Python 构建的 taco_train wheel(VLA 基础镜像为 cp312),或构建不含 TACO 的 openpi 目标。",
-            ),
+            M("bake-wrong-python", file=wheel.file, wheel_tags=wheel.tag_text, interpreter=interpreter),
+            M("bake-wrong-python-fix"),
         )
-    ok, output = install(wheel_path, prefix, dict(os.environ), python)
-    if not ok:
-        raise BakeError(
-            Text(f"pip could not install {wheel.file}: {output}", f"pip 无法安装 {wheel.file}:{output}"),
-            Text(
-                "Check that the wheel file is intact (compare its sha256 with the published one).",
-                "请确认 wheel 文件完好(与发布的 sha256 比对)。",
-            ),
-        )
+    why = install(wheel_path, prefix, dict(os.environ), python, output_chars=PIP_OUTPUT_CHARS)
+    if why is not None:
+        raise BakeError(M("bake-pip-failed", file=wheel.file, why=why), M("bake-pip-failed-fix"))
     if not (prelude_dir(prefix) / "sitecustomize.py").is_file():
-        raise BakeError(
-            Text(
-                f"{wheel.file} has no taco_train/prelude/sitecustomize.py",
-                f"{wheel.file} 中没有 taco_train/prelude/sitecustomize.py",
-            ),
-            Text(
-                "Use the taco_train wheel: its prelude is what activates the features.",
-                "请使用 taco_train wheel:其 prelude 负责启用各项特性。",
-            ),
-        )
+        raise BakeError(M("bake-no-prelude", file=wheel.file), M("bake-no-prelude-fix"))
     digest = sha256_of(wheel_path)
     write_record(prefix, wheel.file, digest)
     size = tree_size(prefix)
-    return (
-        f"TACO baked: {wheel.file} (sha256 {digest}) into {prefix}: {size} bytes ({size / 2**20:.1f} MiB) in this layer"
-    )
+    return M("baked", file=wheel.file, sha256=digest, prefix=prefix, size=size, mib=size / 2**20)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    lang = language()
     if len(args) != 2:
-        print("usage: python3 -m entrypoint.taco.bake WHEEL_DIR PREFIX", file=sys.stderr)
+        print(render(M("bake-usage"), lang), file=sys.stderr)
         return 2
     try:
-        print(bake(Path(args[0]), Path(args[1])))
+        print(render(bake(Path(args[0]), Path(args[1])), lang))
     except BakeError as error:
-        print(
-            f"error: {error.what.en}\n  fix: {error.fix.en}\n错误:{error.what.zh}\n解决:{error.fix.zh}", file=sys.stderr
-        )
+        print(render(M("bake-error", what=error.what, fix=error.fix), Lang.BOTH, indent=""), file=sys.stderr)
         return 1
     return 0
 

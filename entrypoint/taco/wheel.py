@@ -20,6 +20,9 @@ from pathlib import Path
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from entrypoint.core.messages import Text
+from entrypoint.taco.messages import MESSAGES as M
+
 RECORD = "WHEEL.json"
 
 
@@ -51,17 +54,17 @@ def interpreter_tags() -> list[Tag]:
     return list(sys_tags())
 
 
-def describe_interpreter(tags: Iterable[Tag]) -> str:
+def describe_interpreter(tags: Iterable[Tag]) -> Text:
     """`CPython 3.13 (cp313-cp313-manylinux_2_41_x86_64, …)` from an interpreter's tag list."""
     tags = list(tags)
     if not tags:
-        return "an interpreter with no known tags"
+        return M("interpreter-no-tags")
     first = tags[0]
     version = ""
     if first.interpreter[:2] in ("cp", "pp") and first.interpreter[2:].isdigit():
         digits = first.interpreter[2:]
         version = f"{'CPython' if first.interpreter.startswith('cp') else 'PyPy'} {digits[0]}.{digits[1:]}"
-    return f"{version or first.interpreter} ({first}, …)"
+    return M("interpreter", name=version or first.interpreter, tag=first)
 
 
 def fits(wheel: WheelName, tags: Iterable[Tag]) -> bool:
@@ -70,12 +73,17 @@ def fits(wheel: WheelName, tags: Iterable[Tag]) -> bool:
 
 
 def install(
-    wheel: Path, target: Path, env: Mapping[str, str], python: str = sys.executable, timeout_s: float = 600
-) -> tuple[bool, str]:
+    wheel: Path,
+    target: Path,
+    env: Mapping[str, str],
+    python: str = sys.executable,
+    timeout_s: float = 600,
+    output_chars: int = 800,
+) -> Text | None:
     """`pip install --no-deps --no-cache-dir --no-index --target TARGET WHEEL` with `python`.
 
     Installs into a sibling temp folder first and swaps it in, so `target` is either the old content or the
-    complete new one. Returns (ok, pip's output).
+    complete new one. Returns None when installed, else why not (with the last `output_chars` of pip's output).
     """
     staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -100,16 +108,17 @@ def install(
         result = subprocess.run(command, env=pip_env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         shutil.rmtree(staging, ignore_errors=True)
-        return False, f"pip did not finish within {timeout_s:g} s"
+        return M("pip-timeout", seconds=timeout_s)
     except OSError as error:
-        return False, f"cannot run {python}: {error}"
-    output = (result.stdout + result.stderr).strip()
+        return M("pip-cannot-run", python=python, error=error)
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        return False, output or f"pip exited with {result.returncode}"
+        output = (result.stdout + result.stderr).strip()[-output_chars:]
+        code = result.returncode
+        return M("pip-exit-output", code=code, output=output) if output else M("pip-exit", code=code)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
-    return True, output
+    return None
 
 
 def write_record(prefix: Path, file: str, sha256: str) -> None:

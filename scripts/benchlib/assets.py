@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchlib import fixtures as fx
-from benchlib.machine import REPO
-from benchlib.stats import Summary, summarize
+from scripts.benchlib import fixtures as fx
+from scripts.benchlib.machine import REPO
+from scripts.benchlib.stats import Summary, summarize
 
 WAYS = {
     "ours": "ours: `inspect_assets` (in process)",
@@ -43,7 +43,8 @@ settings = load_settings(env)
 start = time.perf_counter()
 report = inspect_assets(settings, env)
 elapsed = time.perf_counter() - start
-print(json.dumps({"elapsed": elapsed, "weights_bytes": report.weights_bytes, "dataset_complete": report.dataset_complete,
+print(json.dumps({"elapsed": elapsed, "weights_bytes": report.weights_bytes,
+                  "dataset_complete": report.dataset_complete,
                   "failed": [f.id for f in report.findings if f.status.value == "fail"],
                   "passed": [f.id for f in report.findings if f.status.value == "pass"]}))
 """

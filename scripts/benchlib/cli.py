@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import assets, image, machine, plot, startup, taco
-from benchlib import fixtures as fx
-from benchlib import markdown as md
-from benchlib.machine import REPO
-from benchlib.stats import Summary, ratio, seconds, size, spread
+from scripts.benchlib import assets, image, machine, plot, startup, taco
+from scripts.benchlib import fixtures as fx
+from scripts.benchlib import markdown as md
+from scripts.benchlib.machine import REPO
+from scripts.benchlib.stats import Summary, ratio, seconds, size, spread
 
 SECTIONS = ("startup", "assets", "image", "taco")  # run by default: all; taco only writes once its hook returns a body
 PLACEHOLDERS = {
@@ -116,10 +116,10 @@ def machine_md(facts: dict[str, str], command: str, end_load: str, minutes: floa
         [
             "## Machine and command",
             "",
-            f"Measured with `{command}` in {minutes:.1f} min. Reproduce with the same command; `scripts/bench --help` lists "
-            "the options (`--quick` is the CI smoke run, `--only SECTION,…` reruns some sections, which then say so). The "
-            "script rewrites only the sections between its own `bench:` markers in this file, so sections added by others "
-            "(TACO, GPU) stay as they are.",
+            f"Measured with `{command}` in {minutes:.1f} min. Reproduce with the same command; `scripts/bench --help` "
+            "lists the options (`--quick` is the CI smoke run, `--only SECTION,…` reruns some sections, which then "
+            "say so). The script rewrites only the sections between its own `bench:` markers in this file, so "
+            "sections added by others (TACO, GPU) stay as they are.",
             *busy,
             md.table(["fact", "value"], rows),
         ]
@@ -151,8 +151,8 @@ def _startup_table(result: startup.Result) -> tuple[str, str]:
     a, b = result.total("a").median, result.total("b").median
     over_a, over_b = a - floor, b - floor
     verdict = (
-        f"(a) is {seconds(over_a)} over the floor, (b) {seconds(over_b)}: (a) reaches the trainer {ratio(b, a)} sooner than "
-        f"(b), and its overhead over the floor is {ratio(over_b, over_a)} smaller."
+        f"(a) is {seconds(over_a)} over the floor, (b) {seconds(over_b)}: (a) reaches the trainer {ratio(b, a)} "
+        f"sooner than (b), and its overhead over the floor is {ratio(over_b, over_a)} smaller."
     )
     return md.table(["way", "median", "spread: min – max (IQR)", "over the floor"], rows), verdict
 
@@ -195,18 +195,20 @@ def startup_md(results: list[startup.Result], reps: int, wheel_bytes: int, image
         "",
         "Three ways on the same stand-in image and the same synthetic LIBERO-sized assets tree:",
         "",
-        "- **(a) ours**: the image's default command (`tini` → the NGC entrypoint → `vla-entrypoint run`), everything baked, "
-        "the one CFS mount; `VLA_DEVICE=cpu` (the stand-in has no GPU).",
-        "- **(b) seed**: the seed's flow, faithfully (`scripts/bench_seed/`): `bash …/code/run.sh` through the base's NGC "
-        "entrypoint with the seed's four mounts: `bash install_transformers_replace.sh` (every start), the two existence "
-        f"checks, the appendix's `pip install -q --target /tmp/taco_train/site-packages <wheel>` of a {size(wheel_bytes)} wheel "
-        "served by `python3 -m http.server` on this machine, then `train_pytorch.sh` (exports, `torchrun … | tee`).",
-        "- **(c) floor**: the same container (same mounts and variables) running `python3 -c` that only records the time.",
+        "- **(a) ours**: the image's default command (`tini` → the NGC entrypoint → `vla-entrypoint run`), everything "
+        "baked, the one CFS mount; `VLA_DEVICE=cpu` (the stand-in has no GPU).",
+        "- **(b) seed**: the seed's flow, faithfully (`scripts/bench_seed/`): `bash …/code/run.sh` through the base's "
+        "NGC entrypoint with the seed's four mounts: `bash install_transformers_replace.sh` (every start), the two "
+        "existence checks, the appendix's `pip install -q --target /tmp/taco_train/site-packages <wheel>` of a "
+        f"{size(wheel_bytes)} wheel served by `python3 -m http.server` on this machine, then `train_pytorch.sh` "
+        "(exports, `torchrun … | tee`).",
+        "- **(c) floor**: the same container (same mounts and variables) running `python3 -c` that only records the "
+        "time.",
         "",
-        "The clock starts on the host just before `docker run` (or the spawn) and stops at the first statement of the trainer: a "
-        "`torchrun` stand-in first on `PATH` whose first line takes `time.time()` (the same line the floor runs), read back "
-        "from a bind-mounted file. The ways alternate (a, b, b instrumented, c) in each of "
-        f"{reps} repetition(s), after a discarded warm-up of each.",
+        "The clock starts on the host just before `docker run` (or the spawn) and stops at the first statement of the "
+        "trainer: a `torchrun` stand-in first on `PATH` whose first line takes `time.time()` (the same line the floor "
+        f"runs), read back from a bind-mounted file. The ways alternate (a, b, b instrumented, c) in each of {reps} "
+        "repetition(s), after a discarded warm-up of each.",
     ]
     for r in results:
         table, verdict = _startup_table(r)
@@ -220,8 +222,9 @@ def startup_md(results: list[startup.Result], reps: int, wheel_bytes: int, image
         "",
         "### Where the time goes",
         "",
-        "(a), from the launcher's start-up record (`phases_s`, `launch_after_s`), a stamp written by a hook the NGC entrypoint "
-        "sources just before it execs the launcher (Docker only), and the spawn-to-trainer-up time measured separately; "
+        "(a), from the launcher's start-up record (`phases_s`, `launch_after_s`), a stamp written by a hook the NGC "
+        "entrypoint sources just before it execs the launcher (Docker only), and the spawn-to-trainer-up time "
+        "measured separately; "
         '"Python start, imports" is the remainder:',
         "",
         _segments_table(results, "a"),
@@ -244,21 +247,21 @@ def startup_md(results: list[startup.Result], reps: int, wheel_bytes: int, image
                 f"run, on a fresh file-system cache, {seconds(first)}); spawning the trainer stand-in "
                 f"until its first statement takes {seconds(gap)} (medians of {len(r.probes['gap'])})."
             )
-    out += ["Measured separately, in the same environments:", ""] + probe_lines
+    out += ["Measured separately, in the same environments:", "", *probe_lines]
     out += [
         "",
         "Caveats: the stand-in's transformers is a tiny fake, so the seed's patch script here costs far less than "
-        "with the real transformers (whose import alone takes seconds); the wheel is small and served on this machine, "
-        "so a real download adds to (b); pip's self-version check is off (`PIP_DISABLE_PIP_VERSION_CHECK=1`, no network "
-        "here), and `PYTHONPATH` is set (empty) for (b) because the seed's snippet "
-        "(`export PYTHONPATH=…:$PYTHONPATH` under `set -u`) aborts when it is unset. Each of these makes (b) faster than "
-        "on TI-ONE, so the gap to (a) is a lower bound.",
+        "with the real transformers (whose import alone takes seconds); the wheel is small and served on this "
+        "machine, so a real download adds to (b); pip's self-version check is off (`PIP_DISABLE_PIP_VERSION_CHECK=1`, "
+        "no network here), and `PYTHONPATH` is set (empty) for (b) because the seed's snippet (`export "
+        "PYTHONPATH=…:$PYTHONPATH` under `set -u`) aborts when it is unset. Each of these makes (b) faster than on "
+        "TI-ONE, so the gap to (a) is a lower bound.",
     ]
     if image_ref:
         out += [
             "",
-            f"Image measured: `{image_ref}` (built from the working tree by `docker buildx bake openpi-standin`, tagged "
-            "`vla-entrypoint/openpi-standin:bench` for the run).",
+            f"Image measured: `{image_ref}` (built from the working tree by `docker buildx bake openpi-standin`, "
+            "tagged `vla-entrypoint/openpi-standin:bench` for the run).",
         ]
     return "\n".join(out)
 
@@ -277,9 +280,10 @@ def assets_md(result: assets.Result, reps: int, cold_reps: int) -> str:
         "",
         f"The synthetic tree: {t['files']} files, of which {t['episode_files']} episode files"
         + (" (LIBERO's count)" if t["episode_files"] == fx.LIBERO_EPISODES else "")
-        + f" in {t['chunks']} chunk folder(s), the LeRobot meta files, norm stats, a tokenizer and a sparse `model.safetensors` of {size(t['weights_bytes'])} "
-        f"({size(t['weights_allocated'])} allocated). Our check verified it: dataset complete, weights "
-        f"{size(v.get('weights_bytes') or 0)} by header and length, checks passed: {', '.join(v.get('passed', []))}.",
+        + f" in {t['chunks']} chunk folder(s), the LeRobot meta files, norm stats, a tokenizer and a sparse "
+        f"`model.safetensors` of {size(t['weights_bytes'])} ({size(t['weights_allocated'])} allocated). Our check "
+        f"verified it: dataset complete, weights {size(v.get('weights_bytes') or 0)} by header and length, checks "
+        f"passed: {', '.join(v.get('passed', []))}.",
         "",
         f"Warm: {reps} repetition(s), alternating, after a warm-up. Cold: {result.cold_note}"
         + (f"; {cold_reps} repetition(s)." if result.cold else "."),
@@ -302,7 +306,10 @@ def assets_md(result: assets.Result, reps: int, cold_reps: int) -> str:
 def image_md(result: image.Result, reps: int) -> str:
     rows = [[a["target"], f"`{a['base']}`", size(a["bytes"]), size(a["image_bytes"])] for a in result.added]
     ours = result.added[0]
-    layer_rows = [[f"`{l.created_by}`", size(l.size) if l.size else "0 (metadata or empty)"] for l in ours["layers"]]
+    layer_rows = [
+        [f"`{layer.created_by}`", size(layer.size) if layer.size else "0 (metadata or empty)"]
+        for layer in ours["layers"]
+    ]
     ok, detail = result.package_last
     build_rows = []
     labels = {
@@ -333,8 +340,8 @@ def image_md(result: image.Result, reps: int) -> str:
             "",
             md.table(["target", "base", "bytes added", "image size"], rows),
             "",
-            "The production targets `openpi` and `openpi-push` are the same Dockerfile stage over the vendor VLA base (not "
-            "pullable here): the same layers, plus `tini` from apt only if that base lacks it.",
+            "The production targets `openpi` and `openpi-push` are the same Dockerfile stage over the vendor VLA base "
+            "(not pullable here): the same layers, plus `tini` from apt only if that base lacks it.",
             "",
             "Layers of our stage, oldest first:",
             "",
@@ -344,9 +351,10 @@ def image_md(result: image.Result, reps: int) -> str:
             "",
             f"### Build time of our layers ({reps} repetitions, alternating)",
             "",
-            "`docker buildx bake openpi-standin` on a snapshot of the build context (tag overridden), over the present stand-in "
-            "base; per repetition: cold, then the same build unchanged, then a one-line change (a comment appended to "
-            "`entrypoint/__init__.py`). Times include bake's start and exporting the image into Docker.",
+            "`docker buildx bake openpi-standin` on a snapshot of the build context (tag overridden), over the "
+            "present stand-in base; per repetition: cold, then the same build unchanged, then a one-line change (a "
+            "comment appended to `entrypoint/__init__.py`). Times include bake's start and exporting the image into "
+            "Docker.",
             "",
             md.table(
                 [
@@ -360,8 +368,8 @@ def image_md(result: image.Result, reps: int) -> str:
                 build_rows,
             ),
             "",
-            "The last two columns are medians of BuildKit's own step and export times; the rest of each build is bake's start, "
-            "the context transfer and writing the image into Docker's store.",
+            "The last two columns are medians of BuildKit's own step and export times; the rest of each build is "
+            "bake's start, the context transfer and writing the image into Docker's store.",
             "",
             "Steps of the cold build (median of the step's own time):",
             "",

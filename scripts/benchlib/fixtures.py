@@ -18,11 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib.machine import REPO
-
-sys.path.insert(0, str(REPO))
-from tests.synthetic import make_assets_tree, make_openpi_tree
-from tests.taco.build_wheel import build_wheel as build_taco_wheel
+from scripts.benchlib.machine import REPO
+from tests.support.synthetic import make_assets_tree, make_openpi_tree
+from tests.support.taco_wheel import build_wheel as build_taco_wheel
 
 CFS = "/home/tione/notebook/embodied-ai/openpi-assets"  # the seed's assets root in the container
 OPENPI = "/workspace/openpi"
@@ -39,7 +37,8 @@ STAMP_HEAD = "import time; _t = time.time()\n"
 STAMP_WRITE = (
     "import json, os, sys\n"
     "with open(os.environ.get('BENCH_TRAINER_STAMP', '/bench/out/trainer.json'), 'w') as _f:\n"
-    "    json.dump({'t': _t, 'mono': time.monotonic(), 'argv': sys.argv[1:], 'cwd': os.getcwd(), 'pid': os.getpid()}, _f)\n"
+    "    json.dump({'t': _t, 'mono': time.monotonic(), 'argv': sys.argv[1:], 'cwd': os.getcwd(),\n"
+    "               'pid': os.getpid()}, _f)\n"
 )
 FLOOR_CODE = STAMP_HEAD + STAMP_WRITE
 
@@ -173,12 +172,12 @@ class WheelServer:
             probe.bind((address, 0))
             self.port = probe.getsockname()[1]
         self.address = address
-        self._log = open(log, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "http.server", "--bind", address, str(self.port), "--directory", str(folder)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        with open(log, "ab") as output:  # the server process writes to its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "http.server", "--bind", address, str(self.port), "--directory", str(folder)],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -187,7 +186,7 @@ class WheelServer:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.close()
-                    raise RuntimeError(f"the wheel server on {address} did not start (see {log})")
+                    raise RuntimeError(f"the wheel server on {address} did not start (see {log})") from None
                 time.sleep(0.05)
 
     def url(self, name: str) -> str:
@@ -200,7 +199,6 @@ class WheelServer:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        self._log.close()
 
 
 def read_json(path: Path) -> dict | None:

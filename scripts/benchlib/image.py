@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib.machine import REPO
-from benchlib.stats import Summary, summarize
+from scripts.benchlib.machine import REPO
+from scripts.benchlib.stats import Summary, summarize
 
 TAG = "vla-entrypoint/openpi-standin"
 STANDIN_BASE = "vla-entrypoint/standin-base:latest"
@@ -217,13 +217,13 @@ def added(target: str, ref: str, base_label: str, base_ref: str) -> dict:
         "base": base_label,
         "bytes": size - base_size,
         "image_bytes": size,
-        "layers": [Layer(l.size, _short(l.created_by), l.created_by) for l in reversed(ours)],
+        "layers": [Layer(layer.size, _short(layer.created_by), layer.created_by) for layer in reversed(ours)],
     }
 
 
 def package_layer_last(layers: list[Layer]) -> tuple[bool, str]:
     """The last layer that changes files must be the launcher's pip install, and small (< 5 MB)."""
-    fs = [l for l in layers if l.size > 0 or re.match(r"(RUN|COPY|ADD)\b", l.created_by)]
+    fs = [layer for layer in layers if layer.size > 0 or re.match(r"(RUN|COPY|ADD)\b", layer.created_by)]
     if not fs:
         return False, "no file-system layers found"
     last = fs[-1]
@@ -260,7 +260,8 @@ def compare(context: Path, reps: int, log: Callable[[str], None], created: list[
             log(
                 f"image rep {rep + 1}/{reps}: "
                 + ", ".join(
-                    f"{kind} {builds[kind][-1].seconds:.1f} s ({builds[kind][-1].executed}/{builds[kind][-1].steps} steps run)"
+                    f"{kind} {builds[kind][-1].seconds:.1f} s "
+                    f"({builds[kind][-1].executed}/{builds[kind][-1].steps} steps run)"
                     for kind in ("cold", "no-change", "one-line")
                 )
             )

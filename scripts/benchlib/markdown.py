@@ -48,10 +48,10 @@ def update(text: str, sections: Mapping[str, str], placeholders: Mapping[str, st
         text = ""
     for name, body in list(sections.items()) + [(n, b) for n, b in placeholders.items() if n not in sections]:
         is_placeholder = name not in sections
-        pattern = _pattern(name)
-        if pattern.search(text):
+        found = _pattern(name).search(text)
+        if found:
             if not is_placeholder:
-                text = pattern.sub(lambda _m: block(name, body), text, count=1)
+                text = text[: found.start()] + block(name, body) + text[found.end() :]
             continue
         text = _insert(text, name, block(name, body))
     return text

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchlib.startup import Result
+from scripts.benchlib.startup import Result
 
 COLORS = {
     "container start to entrypoint shell": "#9e9e9e",
@@ -67,7 +67,7 @@ def timeline(results: list[Result], labels: dict[str, str], path: Path) -> None:
     fig, axes = plt.subplots(len(results), 1, figsize=(11, 2.3 + 1.9 * len(results)), squeeze=False, sharex=True)
     extra: dict[str, str] = {}
     seen: dict[str, Any] = {}
-    for ax, result in zip(axes[:, 0], results):
+    for ax, result in zip(axes[:, 0], results, strict=True):
         names, y = [], 0
         for way, label_way in rows:
             if way not in result.samples or not result.samples[way]:

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import fixtures as fx
-from benchlib.machine import REPO
-from benchlib.stats import Summary, summarize
+from scripts.benchlib import fixtures as fx
+from scripts.benchlib.machine import REPO
+from scripts.benchlib.stats import Summary, summarize
 
 WAYS = {
     "a": "(a) ours: default command, everything baked",
@@ -392,7 +392,7 @@ class HostRunner(Runner):
                     "HF_DATASETS_CACHE": str(self.work / "hf-datasets"),
                 }
             )
-            return self.launcher + ["run"], env
+            return [*self.launcher, "run"], env
         if way in ("b", "b+marks"):
             fx.clear(self.taco)  # a fresh container has an empty /tmp
             env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"

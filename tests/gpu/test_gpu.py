@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.gpu.conftest import NGC_ENTRYPOINT
+from tests.support.taco_wheel import CP312
 
 EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
 
@@ -17,7 +18,7 @@ def launch(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.Co
     """`vla-entrypoint ARGS` through NGC's entrypoint when the machine has it, as the image's ENTRYPOINT chain does."""
     chain = [str(NGC_ENTRYPOINT)] if NGC_ENTRYPOINT.exists() else []
     return subprocess.run(
-        chain + [sys.executable, "-m", "entrypoint", *args], env=env, capture_output=True, text=True, timeout=timeout
+        [*chain, sys.executable, "-m", "entrypoint", *args], env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -44,7 +45,7 @@ def test_run_trains_with_nccl_in_bf16_and_writes_the_seed_layout(gpu_env):
 
 def test_cp312_taco_wheel_installs_and_activates(gpu_env, tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "tests.taco.build_wheel", str(tmp_path / "wheel"), "--tag", "cp312-cp312-linux_x86_64"],
+        [sys.executable, "-m", "tests.support.taco_wheel", str(tmp_path / "wheel"), "--tag", CP312],
         check=True,
         env=gpu_env,
         capture_output=True,
@@ -63,7 +64,7 @@ def test_jax_takes_no_gpu_memory(gpu_env):
     result = launch(env, "run")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
-    line = next(l for l in output.splitlines() if "stand-in: jax backend=" in l)
+    line = next(text for text in output.splitlines() if "stand-in: jax backend=" in text)
     print(f"\n{line.strip()}")
     assert "jax backend=cpu" in line
     used_mib = int(line.split("GPU memory of this process: ")[1].split()[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.synthetic import make_assets_tree
+from tests.support.synthetic import make_assets_tree
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "vla-entrypoint/openpi-standin:test"

@@ -9,6 +9,7 @@ left on the CFS with the launcher's own safetensors check.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -185,15 +186,11 @@ class Sandbox:
 
     def close(self) -> None:
         for node in self.nodes:
-            try:
+            with contextlib.suppress(Exception):
                 node.container.remove(force=True)
-            except Exception:
-                pass
         for net in self.networks:
-            try:
+            with contextlib.suppress(Exception):
                 net.remove()
-            except Exception:
-                pass
 
 
 def checkpoint_folders(experiment: Path) -> dict[str, Path]:

@@ -31,7 +31,7 @@ from tests.image.containers import (
     complete_steps,
     saved_steps,
 )
-from tests.synthetic import make_assets_tree, make_checkpoint
+from tests.support.synthetic import make_assets_tree, make_checkpoint
 
 pytestmark = pytest.mark.image
 

@@ -6,6 +6,7 @@ that the password shows up nowhere (output, our argv, ~/.docker/config.json).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
@@ -19,10 +20,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import docker
 import docker.errors
 import pytest
 
-import docker
 from tests.image.registry import Registry, free_port, running_registry
 
 pytestmark = pytest.mark.image
@@ -82,10 +83,8 @@ def make_image(client: docker.DockerClient) -> Iterator[Callable[..., str]]:
 
     yield make
     for image_id in made:
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             client.images.remove(image_id, force=True)
-        except docker.errors.ImageNotFound:
-            pass
 
 
 def run_script(

@@ -106,7 +106,8 @@ def _secret_looking_env(config: dict) -> list[str]:
 
 
 def _scan_saved_image(client, ref: str, needles: list[bytes]) -> tuple[set[bytes], int]:
-    """`docker save` streamed and searched (layers are stored uncompressed); returns the needles found and bytes read."""
+    """`docker save` streamed and searched (layers are stored uncompressed); returns the needles found and the bytes
+    read."""
     found: set[bytes] = set()
     keep = max(map(len, needles)) - 1
     tail, total = b"", 0

@@ -40,7 +40,8 @@ def test_stall_is_detected_diagnosed_and_fails_the_node(docker_client, built_ima
     assert result.code == 124, result.logs
     stall = record["stall"]
     print(
-        f"\n{fault}: stalled {stall['silent_s']}s against a {stall['limit_s']}s bound; container ran {result.seconds:.1f}s"
+        f"\n{fault}: stalled {stall['silent_s']}s against a {stall['limit_s']}s bound; "
+        f"container ran {result.seconds:.1f}s"
     )
     assert BOUND_S <= stall["silent_s"] < BOUND_S + 3
     assert record["outcome"]["class"] == "stalled"

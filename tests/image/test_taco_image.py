@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.net.download import sha256_of
+from entrypoint.net.source import sha256_of
 from entrypoint.taco.summary import parse_summary
 from tests.image.conftest import CFS_IN_CONTAINER, REPO, STANDIN_BASE, run_container, tione_env
-from tests.synthetic import make_assets_tree
-from tests.taco.build_wheel import CP312, build_wheel
+from tests.support.synthetic import make_assets_tree
+from tests.support.taco_wheel import CP312, build_wheel
 
 pytestmark = pytest.mark.image
 TACO_IMAGE = "vla-entrypoint/openpi-taco-standin:test"
@@ -48,7 +48,7 @@ def standin_tag(docker_client, built_image) -> str:
     done = run_container(
         docker_client,
         STANDIN_BASE,
-        ["-m", "tests.taco.build_wheel", "--print-tag"],
+        ["-m", "tests.support.taco_wheel", "--print-tag"],
         entrypoint=["python3"],
         env={"PYTHONDONTWRITEBYTECODE": "1"},
         mounts={str(REPO): "/src"},
@@ -118,7 +118,7 @@ def test_a_bad_wheel_fails_the_build_clearly(tmp_path, taco_image, standin_tag, 
 
 
 def test_plan_reports_the_baked_wheel(docker_client, taco_image, cfs):
-    """NEEDS: plan --json with `taco` (lead's wiring in plan.py)."""
+    """`plan --json` shows the baked wheel and the environment that activates it."""
     done = run_container(
         docker_client, taco_image[0], ["plan", "--json"], env=tione_env(), mounts={str(cfs): CFS_IN_CONTAINER}
     )
@@ -132,8 +132,8 @@ def test_plan_reports_the_baked_wheel(docker_client, taco_image, cfs):
 
 
 def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
-    """NEEDS: activate_taco in launch, the summary verdict in the final line and the record, and stand-in DataLoader
-    workers (see the module docstring). Two containers as two nodes, 2 processes each, VLA_TACO=on."""
+    """Two containers as two nodes, 2 processes each, VLA_TACO=on: every rank and every DataLoader worker applies the
+    features, rank 0's summary is in node 0's log, and the verdict is in the final line and in each node's record."""
     cfs = make_assets_tree(tmp_path / "openpi-assets", episodes=4)
     os.chmod(cfs, 0o777)
     suffix = uuid.uuid4().hex[:8]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.synthetic import make_assets_tree
+from tests.support.synthetic import make_assets_tree
 
 pytestmark = pytest.mark.image
 

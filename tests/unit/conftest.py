@@ -12,8 +12,8 @@ from unittest import mock
 import pytest
 
 from entrypoint.cli import main
-from tests.synthetic import make_assets_tree, make_openpi_tree
-from tests.unit.fakehosts import plain_vm
+from tests.support.fakehosts import plain_vm
+from tests.support.synthetic import make_assets_tree, make_openpi_tree
 
 FAKE_BIN = Path(__file__).parent / "bin"
 

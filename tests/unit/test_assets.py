@@ -8,8 +8,14 @@ import os
 import pytest
 
 from entrypoint.core.settings import load_settings
-from entrypoint.inspect.assets import InvalidAsset, check_norm_stats, check_safetensors, inspect_assets
-from tests.synthetic import make_dataset, norm_stats, write_safetensors
+from entrypoint.inspect.assets import (
+    InvalidAsset,
+    check_dataset_folder,
+    check_norm_stats,
+    check_safetensors,
+    inspect_assets,
+)
+from tests.support.synthetic import make_dataset, norm_stats, write_safetensors
 
 
 def settings_for(world, **env):
@@ -110,3 +116,23 @@ def test_fake_data_configs_skip_dataset_and_weights(world):
         settings_for(world, VLA_DATASET_REPO_ID="none", VLA_ASSET_ID="none", VLA_WEIGHTS="none"), world.env
     )
     assert report.findings == ()
+
+
+def test_a_bad_file_is_explained_in_both_languages(world):
+    model = world.assets / "checkpoints/pi05_base_pytorch/model.safetensors"
+    model.write_bytes(b"")
+    report = inspect_assets(settings_for(world), world.env)
+    (finding,) = [f for f in report.findings if f.id == "assets.weights-model"]
+    assert finding.message.en == f"{model}: the file is 0 bytes, too short for a safetensors header"
+    assert finding.message.zh == f"{model}:文件只有 0 字节,不足以容纳 safetensors 头"
+    assert report.weights_bytes is None
+
+
+def test_a_dataset_folder_is_checked_on_its_own(tmp_path):
+    root = make_dataset(tmp_path / "ds", episodes=2)
+    findings, complete, size = check_dataset_folder(root)
+    assert complete and size > 0 and [f.status.value for f in findings] == ["pass"]
+    (root / "meta" / "info.json").unlink()
+    findings, complete, size = check_dataset_folder(root)
+    assert (complete, size, findings[0].id) == (False, 0, "assets.dataset")
+    assert findings[0].message.zh.endswith("info.json:文件不存在")

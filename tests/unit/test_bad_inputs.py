@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.synthetic import norm_stats
+from tests.support.synthetic import norm_stats
 
 STATS = "assets/pi05_libero/physical-intelligence/libero/norm_stats.json"
 WEIGHTS = "checkpoints/pi05_base_pytorch"

@@ -3,15 +3,15 @@ outside Docker and asset verification on a tiny tree) into a temp file. The Dock
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
+from scripts.benchlib import markdown as md
+from scripts.benchlib.stats import summarize
 
-from benchlib import markdown as md  # noqa: E402
-from benchlib.stats import summarize  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_sections_are_replaced_and_other_sections_kept() -> None:
@@ -38,11 +38,12 @@ def test_quick_run_without_docker(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench"), "--quick", "--no-docker", "--no-plot", "--out", str(out)],
+        [str(REPO / "scripts" / "bench"), "--quick", "--no-docker", "--no-plot", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=REPO,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHON": sys.executable},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = out.read_text()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from entrypoint.core.masking import safe_url
-from entrypoint.net.download import DownloadError, DownloadOptions, _NoDowngrade, fetch, sha256_of, source_name
+from entrypoint.net.download import _NoDowngrade, fetch
+from entrypoint.net.source import DownloadError, DownloadOptions, FailureKind, sha256_of, source_name
 
 CONTENT = bytes(range(256)) * 4096  # 1 MiB, not all one byte so a misplaced range shows in the hash
 DIGEST = hashlib.sha256(CONTENT).hexdigest()
@@ -152,6 +155,7 @@ def test_failures(serve, tmp_path, actions, kind, requests, text):
     with pytest.raises(DownloadError) as caught:
         _fetch(url, tmp_path, options)
     assert caught.value.kind == kind and text in caught.value.what.en and caught.value.what.zh
+    assert "download of" not in caught.value.what.zh and "connection" not in caught.value.what.zh
     assert len(site.requests) == requests
     assert "secret" not in caught.value.what.en and caught.value.where.endswith("whl?…")
     assert time.monotonic() - start < 5
@@ -255,3 +259,39 @@ def test_progress_lines_are_throttled(serve, tmp_path):
 )
 def test_display_and_name(source, shown, name):
     assert (safe_url(source), source_name(source)) == (shown, name)
+
+
+def test_progress_speaks_the_chosen_language(serve, tmp_path):
+    url, _ = serve("drop", "ok")
+    ticks = iter(range(10_000))
+    out = io.StringIO()
+    fetch(url, tmp_path, options=FAST, progress=out, lang="zh", sleep=lambda _: None, clock=lambda: next(ticks) * 0.25)
+    lines = out.getvalue().splitlines()
+    name = "taco_train-1.0-py3-none-any.whl"
+    assert all(line.startswith(f"download {name}: ") for line in lines)
+    assert any("次尝试失败" in line for line in lines) and lines[-1].startswith(f"download {name}: 完成")
+    assert not any(word in line for line in lines for word in (" of ", " at ", "attempt", "done"))
+
+
+def test_failure_kinds_keep_their_strings():
+    assert [k.value for k in FailureKind] == [
+        "scheme",
+        "missing",
+        "http",
+        "network",
+        "timeout",
+        "deadline",
+        "checksum",
+        "changed",
+        "no-range",
+    ]
+
+
+def test_checking_a_source_needs_no_http_stack():
+    """Planning (`check`, `plan`) checks sources and hashes local files without importing HTTP or TLS."""
+    code = (
+        "import sys, entrypoint.net.source; "
+        "print(sorted(m for m in ('http.client', 'ssl', 'urllib.request', 'ctypes') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -11,9 +11,15 @@ import pytest
 
 from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
-from entrypoint.fabric.decide import RDMA_VARS, NcclList, plan_fabric, raise_memlock
+from entrypoint.fabric.decide import RDMA_VARS, plan_fabric
+from entrypoint.fabric.draft import NcclList
 from entrypoint.fabric.inventory import (
     SOCKET_VARS,
+    Gdr,
+    Memlock,
+    MemlockVerdict,
+    PortState,
+    Transport,
     find_net_plugin,
     inspect_fabric,
     nccl_version,
@@ -23,8 +29,9 @@ from entrypoint.fabric.inventory import (
     read_presets,
     read_routes,
 )
+from entrypoint.fabric.memlock import raise_memlock
 from entrypoint.inspect.topology import Topology
-from tests.unit.fakehosts import (
+from tests.support.fakehosts import (
     FakeHost,
     hcc_container,
     hcc_host,
@@ -317,7 +324,7 @@ CASES = [
         {"NCCL_IB_HCA": "mlx5"},
         topology(),
         "roce",
-        ("mlx5_0:1",) + BONDS,
+        ("mlx5_0:1", *BONDS),
         {**ETH0, "NCCL_IB_GID_INDEX": "3"},
         {"NCCL_IB_HCA": "mlx5"},
         {"fabric.preset-ib-hca"},
@@ -418,6 +425,7 @@ def test_fabric_plan(built, build, env, topo, transport, devices, env_set, env_k
     fake = built(build)
     plan = plan_fabric(Host(env={**fake.env, **env}, root=fake.root), topo, resolve=lambda name: [])
     assert (plan.transport, plan.devices) == (transport, devices)
+    assert plan.transport is Transport(transport)
     assert plan.env_set == env_set
     assert plan.env_kept == env_kept
     assert warnings_of(plan) == warns
@@ -445,7 +453,7 @@ def test_fabric_plan(built, build, env, topo, transport, devices, env_set, env_k
 def test_exported_ib_hca_selects_exactly_the_chosen_ports(built):
     plan = plan_fabric(built(hcc_container).host(), topology())
     rule = NcclList.parse(plan.env_set["NCCL_IB_HCA"])
-    assert [p for p in ("mlx5_0:1", "mlx5_bond_10:1") + BONDS if rule.matches(*p.split(":")[:1], 1)] == list(BONDS)
+    assert [p for p in ("mlx5_0:1", "mlx5_bond_10:1", *BONDS) if rule.matches(*p.split(":")[:1], 1)] == list(BONDS)
     decision = next(d for d in plan.decisions if d.variable == "NCCL_IB_HCA")
     assert "mlx5_0:1" in decision.reason.en and "default route" in decision.reason.en
     assert "/sys/class/infiniband/mlx5_0/ports/1" in decision.sources
@@ -513,6 +521,33 @@ def test_rdma_health_findings(tmp_path):
     assert (plan.gdr, plan.net_plugin) == ("none", "/usr/local/nvidia/lib64/libnccl-net.so")
     assert warnings_of(plan) == {"fabric.gdr", "fabric.memlock"}
     assert "fabric.net-plugin" in {f.id for f in plan.findings}
+
+
+def test_plan_json_keeps_plain_strings(built):
+    plan = plan_fabric(built(hcc_container).host(), topology())
+    shown = json.loads(json.dumps(plan.to_json()))
+    assert (shown["transport"], shown["gdr"]) == ("roce", "peermem")
+    assert type(plan.to_json()["transport"]) is str and type(plan.to_json()["gdr"]) is str
+    assert list(shown["decisions"][0]) == ["variable", "value", "kept", "reason", "reason_zh", "sources"]
+    assert {f["id"] for f in shown["findings"]} >= {"fabric.transport", "fabric.gdr", "fabric.memlock"}
+    transport = next(f for f in shown["findings"] if f["id"] == "fabric.transport")
+    assert (
+        transport["message"].startswith("RoCE on 8 port(s): mlx5_bond_0:1") and "共 8 个端口" in transport["message_zh"]
+    )
+
+
+def test_mixed_link_layers_name_the_group_kept(built):
+    plan = plan_fabric(built(ib_plus_roce_off_default).host(), topology())
+    decision = next(d for d in plan.decisions if d.variable == "NCCL_IB_HCA")
+    assert "mlx5_4:1: NCCL does not mix InfiniBand and RoCE; kept the faster IB group" in decision.reason.en
+    assert "mlx5_4:1:NCCL 不能混用 InfiniBand 与 RoCE;保留更快的 IB 组" in decision.reason.zh
+
+
+def test_rejected_interfaces_are_explained_in_both_languages(tmp_path):
+    fake = FakeHost(tmp_path).loopback().netif("eth0", operstate="down").route("eth0", "0.0.0.0/0", "10.0.0.1")
+    warning = next(f for f in plan_fabric(fake.host(), topology()).findings if f.id == "fabric.bootstrap-if")
+    assert "(eth0: not RUNNING)" in warning.message.en
+    assert "(eth0:未处于 RUNNING 状态)" in warning.message.zh and "not RUNNING" not in warning.message.zh
 
 
 # -- inventory readers ----------------------------------------------------------------------------------------------
@@ -603,7 +638,24 @@ def test_routes_are_little_endian(tmp_path):
     ],
 )
 def test_gpudirect_rdma(tmp_path, setup, expected):
-    assert read_gdr(setup(FakeHost(tmp_path)).host())[0] == expected
+    assert read_gdr(setup(FakeHost(tmp_path)).host())[0] is Gdr(expected)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("4: ACTIVE", PortState.ACTIVE),
+        ("1: DOWN", PortState.DOWN),
+        ("5: ACTIVE_DEFER", PortState.ACTIVE_DEFER),
+        ("0: NOP", None),
+        ("ACTIVE", None),
+    ],
+)
+def test_port_state(tmp_path, text, expected):
+    fake = hcc_container(tmp_path, vpc_rdma=False).file("/sys/class/infiniband/mlx5_bond_0/ports/1/state", text)
+    port = next(p for p in inspect_fabric(fake.host()).ports if p.name == "mlx5_bond_0:1")
+    assert port.state is expected and port.active is (expected is PortState.ACTIVE)
+    assert port.state_name == (expected.name if expected else "unreadable")
 
 
 @pytest.mark.parametrize(
@@ -617,6 +669,20 @@ def test_gpudirect_rdma(tmp_path, setup, expected):
 def test_memlock(tmp_path, soft, hard, cap, expected):
     memlock = read_memlock(FakeHost(tmp_path).limits(soft, hard, cap).host())
     assert (memlock.soft, memlock.hard, memlock.cap_ipc_lock) == expected
+
+
+@pytest.mark.parametrize(
+    "soft, hard, cap, verdict",
+    [
+        (65536, 65536, False, MemlockVerdict.LIMITED),
+        (65536, 65536, True, MemlockVerdict.CAP_IPC_LOCK),
+        (8 << 20, math.inf, False, MemlockVerdict.RAISED),
+        (math.inf, math.inf, False, MemlockVerdict.UNLIMITED),
+        (None, None, None, MemlockVerdict.UNKNOWN),
+    ],
+)
+def test_memlock_verdict(soft, hard, cap, verdict):
+    assert Memlock(soft, hard, cap).verdict is verdict
 
 
 class FakeLimits:

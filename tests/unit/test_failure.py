@@ -25,7 +25,7 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 14
 ============================================================
-"""
+"""  # noqa: E501 (torchrun's own line, verbatim)
 
 WORKER_ERROR = """\
 [rank1]: Traceback (most recent call last):
@@ -52,7 +52,8 @@ def tail_of(text: str) -> OutputTail:
         ),
         (
             WORKER_ERROR,
-            "FileNotFoundError: [Errno 2] No such file or directory: 'norm_stats.json' — rank 1 (local_rank: 1) on node0: exitcode 1 (pid: 14)",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'norm_stats.json' — "
+            "rank 1 (local_rank: 1) on node0: exitcode 1 (pid: 14)",
         ),
         ("all good\n", None),
     ],

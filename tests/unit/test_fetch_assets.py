@@ -24,12 +24,14 @@ from unittest import mock
 import pytest
 
 from entrypoint.cli import main
-from entrypoint.fetch import command as fetch_assets
-from entrypoint.fetch import unpack
-from entrypoint.fetch.unpack import ArchiveError, ArchiveReader, StdlibDecoder, make_decoder
+from entrypoint.core.messages import Lang
+from entrypoint.fetch import unpack, workspace
+from entrypoint.fetch.progress import Progress
+from entrypoint.fetch.unpack import ArchiveError, ArchiveFormat, ArchiveReader, StdlibDecoder, make_decoder
+from entrypoint.fetch.workspace import STATE_DIR
 from entrypoint.net.download import DownloadOptions, OrderedStream, ResumableSha256, probe
-from tests.httpserver import closed_port_url, serve
-from tests.synthetic import RELEASE_FILES, make_assets_tree, make_release
+from tests.support.httpserver import closed_port_url, serve
+from tests.support.synthetic import RELEASE_FILES, make_assets_tree, make_release
 from tests.unit.conftest import Result
 
 DATASET = "datasets/physical-intelligence/libero"
@@ -64,7 +66,7 @@ def snapshot(root: Path, *, hidden: bool = False) -> dict[str, bytes | str]:
     tree: dict[str, bytes | str] = {}
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
-        if not hidden and relative.split("/")[0] == fetch_assets.STATE_DIR:
+        if not hidden and relative.split("/")[0] == STATE_DIR:
             continue
         if path.is_symlink():
             tree[relative] = "-> " + os.readlink(path)
@@ -211,14 +213,14 @@ def test_an_interrupted_fetch_resumes_where_it_stopped(release, tmp_path, monkey
             assert first.code == 3, first.text
             assert "[fetch.network]" in first.err and "resumes where it stopped" in first.err
         else:
-            real_add = fetch_assets.Progress.add
+            real_add = Progress.add
 
             def add(self, count):
                 real_add(self, count)
                 if self.session > size * 6 // 10:
                     raise KeyboardInterrupt
 
-            monkeypatch.setattr(fetch_assets.Progress, "add", add)
+            monkeypatch.setattr(Progress, "add", add)
             first = fetch(root, "--base-url", server.url, *extra)
             monkeypatch.undo()
             assert first.code == 130 and "run the same command to resume" in first.out
@@ -453,7 +455,7 @@ def test_bad_input_gives_a_clear_message_and_a_safe_state(release, tmp_path, mon
 
             monkeypatch.setattr(os, "mkdir", read_only)
         elif case == "not-enough-space":
-            monkeypatch.setattr(fetch_assets, "_free", lambda path: 100_000)
+            monkeypatch.setattr(workspace, "free_bytes", lambda path: 100_000)
         elif case == "another-run-at-once":
             import fcntl
 
@@ -462,15 +464,11 @@ def test_bad_input_gives_a_clear_message_and_a_safe_state(release, tmp_path, mon
             fcntl.flock(
                 holder.fileno(), fcntl.LOCK_EX
             )  # what a running fetch-assets holds; released when the test ends
-        full = ("--retries", "2") + args
+        full = ("--retries", "2", *args)
         if case == "plain-http-not-allowed":
             env_flags = [a for a in FAST if a != "--allow-http"]
             out, err = io.StringIO(), io.StringIO()
-            with (
-                mock.patch.object(fetch_assets, "STATE_DIR", fetch_assets.STATE_DIR),
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(err),
-            ):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 result = Result(
                     main(["fetch-assets", "--assets-root", str(root), *env_flags, *args]),
                     out.getvalue(),
@@ -548,7 +546,7 @@ def test_every_checkpoint_resumes_decoding_and_hashing_exactly(kind):
         compressed = data
     else:
         compressed = gzip.compress(data)
-    fmt = "tar" if kind == "tar" else "gzip"
+    fmt = ArchiveFormat.TAR if kind == "tar" else ArchiveFormat.GZIP
     digest = hashlib.sha256(compressed).hexdigest()
     reader = ArchiveReader(_blocks(compressed), make_decoder(fmt, 40_000), hasher=ResumableSha256())
     assert reader.read() == data and reader.hasher.hexdigest() == digest
@@ -580,16 +578,19 @@ def test_every_checkpoint_resumes_decoding_and_hashing_exactly(kind):
 @pytest.mark.parametrize("resumable", [True, False], ids=["libz", "stdlib"])
 def test_damaged_gzip_is_an_archive_error(damage, message, resumable):
     compressed = gzip.compress(_text(200_000, 4))
-    reader = ArchiveReader(_blocks(damage(compressed)), make_decoder("gzip", 40_000, resumable=resumable))
+    reader = ArchiveReader(_blocks(damage(compressed)), make_decoder(ArchiveFormat.GZIP, 40_000, resumable=resumable))
     with pytest.raises(ArchiveError) as caught:
         reader.read()
+    text = caught.value.text
     if resumable or message != "CRC":
-        assert message.split()[0] in caught.value.en or "corrupt" in caught.value.en or "ends early" in caught.value.en
-    assert caught.value.zh
+        assert message.split()[0] in text.en or "corrupt" in text.en or "ends early" in text.en
+    assert text.zh
 
 
 @pytest.mark.parametrize(
-    "kind, compress", [("gzip", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)], ids=["gzip", "bz2", "xz"]
+    "kind, compress",
+    [(ArchiveFormat.GZIP, gzip.compress), (ArchiveFormat.BZ2, bz2.compress), (ArchiveFormat.XZ, lzma.compress)],
+    ids=["gzip", "bz2", "xz"],
 )
 @pytest.mark.parametrize("block", [7, 100_000], ids=["7-byte-blocks", "100k-blocks"])
 def test_standard_library_decoders_read_concatenated_streams(kind, compress, block):
@@ -619,7 +620,7 @@ def test_ordered_stream_delivers_in_order_within_its_window(tmp_path, behaviour)
 def test_progress_shows_bytes_rate_and_eta_per_file_and_overall():
     ticks = iter(range(1000))
     out = io.StringIO()
-    progress = fetch_assets.Progress(out, 4 << 20, tty=False, every_s=1, clock=lambda: next(ticks) * 0.5)
+    progress = Progress(out, Lang.EN, tty=False, every_s=1, total=4 << 20, clock=lambda: next(ticks) * 0.5)
     progress.begin("[1/2] dataset", 2 << 20, 0)
     for _ in range(8):
         progress.add(256 << 10)

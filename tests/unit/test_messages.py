@@ -16,8 +16,21 @@ PACKAGE = Path(entrypoint.__file__).resolve().parent
 # English fragments that mean a Chinese template was not translated (fields are filled in at run time and
 # are not checked here; paths, variables, flags and commands inside a Chinese template are expected).
 DENY_IN_CHINESE = (
-    "node(s)", "process(es)", "file(s)", "read-only file system", "no such file", "permission denied",
-    "does not exist", "not found", " or ", " and ", " the ", " is ", " not ", "please", "cannot",
+    "node(s)",
+    "process(es)",
+    "file(s)",
+    "read-only file system",
+    "no such file",
+    "permission denied",
+    "does not exist",
+    "not found",
+    " or ",
+    " and ",
+    " the ",
+    " is ",
+    " not ",
+    "please",
+    "cannot",
 )
 
 
@@ -52,23 +65,24 @@ def test_each_pair_uses_the_same_placeholders(registry: dict[str, Template]) -> 
 
 def test_no_chinese_template_keeps_english_prose(registry: dict[str, Template]) -> None:
     untranslated = {
-        key: [phrase for phrase in DENY_IN_CHINESE if phrase in t.zh.lower()]
-        for key, t in registry.items()
+        key: [phrase for phrase in DENY_IN_CHINESE if phrase in t.zh.lower()] for key, t in registry.items()
     }
     assert not {k: v for k, v in untranslated.items() if v}
 
 
 def test_no_template_is_empty_or_identical(registry: dict[str, Template]) -> None:
-    assert not [k for k, t in registry.items() if not t.en.strip() or not t.zh.strip() or (t.en == t.zh and t.en.strip("{}"))]
+    blank = [k for k, t in registry.items() if not t.en.strip() or not t.zh.strip()]
+    untranslated = [k for k, t in registry.items() if t.en == t.zh]
+    assert not blank and not untranslated
 
 
 def _inline_prose(path: Path) -> list[int]:
     """Lines where a `Text(...)` is built from literal prose instead of a catalogue entry."""
     lines = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Text":
-            if any(isinstance(arg, (ast.Constant, ast.JoinedStr)) for arg in node.args):
-                lines.append(node.lineno)
+        is_text = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Text"
+        if is_text and any(isinstance(arg, (ast.Constant, ast.JoinedStr)) for arg in node.args):
+            lines.append(node.lineno)
     return lines
 
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from entrypoint.core.findings import Status
-from entrypoint.fabric.nccl_log import debug_env, parse_lines, proof_findings, read_logs
+from entrypoint.fabric.inventory import Transport
+from entrypoint.fabric.nccl_log import ProofKind, debug_env, parse_lines, proof_findings, read_logs
 
 ROCE_GDR = """\
 node-a:5663:5663 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>
@@ -95,18 +96,23 @@ def test_read_logs_per_rank_files(tmp_path):
         ("node-c", "socket", "2.18.1"),
     ]
     assert proof.socket_nodes == ("node-c",)
-    assert json.loads(json.dumps(proof.to_json()))["socket_nodes"] == ["node-c"]
+    shown = json.loads(json.dumps(proof.to_json()))
+    assert shown["socket_nodes"] == ["node-c"]
+    assert [n["kind"] for n in shown["nodes"]] == ["rdma-gdr", "socket"]
+    assert [n.kind for n in proof.nodes] == [ProofKind.RDMA_GDR, ProofKind.SOCKET]
     assert read_logs(tmp_path / "missing").nodes == ()
 
 
 @pytest.mark.parametrize(
     "texts, planned, expected",
     [
-        pytest.param([ROCE_GDR, SOCKET], "roce", ("fabric.proof-socket", Status.WARN), id="socket-while-rdma-planned"),
-        pytest.param([ROCE_GDR, IBEXT_NO_GDR], "roce", ("fabric.proof", Status.PASS), id="rdma-as-planned"),
-        pytest.param([SOCKET], "socket", ("fabric.proof", Status.PASS), id="socket-as-planned"),
-        pytest.param([LOCAL], "local", ("fabric.proof", Status.PASS), id="single-node"),
-        pytest.param(["nothing here"], "roce", None, id="no-evidence"),
+        pytest.param(
+            [ROCE_GDR, SOCKET], Transport.ROCE, ("fabric.proof-socket", Status.WARN), id="socket-while-rdma-planned"
+        ),
+        pytest.param([ROCE_GDR, IBEXT_NO_GDR], Transport.ROCE, ("fabric.proof", Status.PASS), id="rdma-as-planned"),
+        pytest.param([SOCKET], Transport.SOCKET, ("fabric.proof", Status.PASS), id="socket-as-planned"),
+        pytest.param([LOCAL], Transport.LOCAL, ("fabric.proof", Status.PASS), id="single-node"),
+        pytest.param(["nothing here"], Transport.ROCE, None, id="no-evidence"),
     ],
 )
 def test_proof_findings(texts, planned, expected):
@@ -114,6 +120,7 @@ def test_proof_findings(texts, planned, expected):
     assert [(f.id, f.status) for f in findings] == ([expected] if expected else [])
     if expected and expected[1] is Status.WARN:
         assert "node-c" in findings[0].message.en and "1-3 GB/s" in findings[0].message.en
+        assert "although RoCE was planned" in findings[0].message.en and "计划使用 RoCE" in findings[0].message.zh
         assert findings[0].hint.zh and findings[0].message.zh
 
 

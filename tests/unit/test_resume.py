@@ -6,8 +6,8 @@ import pytest
 
 from entrypoint.core.settings import load_settings
 from entrypoint.inspect.openpi import save_steps
-from entrypoint.inspect.resume import decide_resume, set_aside
-from tests.synthetic import make_checkpoint
+from entrypoint.inspect.resume import ResumeAction, decide_resume, set_aside
+from tests.support.synthetic import make_checkpoint
 
 
 def decide(world, **env):
@@ -61,6 +61,18 @@ def test_overwrite_moves_the_experiment_aside(world):
     ((old, new),) = set_aside(decision)
     assert not old.exists() and (new / "25" / "model.safetensors").exists()
     assert set_aside(decision) == []  # a second node (or start) finds nothing left to move, and loses nothing
+
+
+def test_leftovers_are_listed_in_each_language(world):
+    make_checkpoint(world.experiment, 25)
+    make_checkpoint(world.experiment, 50, missing="optimizer.pt")
+    make_checkpoint(world.experiment, 75, complete=False)
+    decision = decide(world)
+    assert decision.action is ResumeAction.RESUME and decision.to_json()["action"] == "resume"
+    assert decision.leftovers == ("tmp_75", "50 (missing optimizer.pt)")
+    (finding,) = [f for f in decision.findings if f.id == "resume.leftovers"]
+    assert finding.message.en.endswith(": tmp_75, 50 (missing optimizer.pt)")
+    assert finding.message.zh.endswith(":tmp_75, 50(缺少 optimizer.pt)")
 
 
 def test_finished_experiment_warns(world):

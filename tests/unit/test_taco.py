@@ -3,6 +3,7 @@ step, and the end-of-job verdict."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import subprocess
@@ -16,19 +17,21 @@ from entrypoint.core.findings import exit_code_of
 from entrypoint.core.messages import Text
 from entrypoint.core.settings import TACO_WHEEL_URL, load_settings
 from entrypoint.inspect.environment import EnvPlan
-from entrypoint.net.download import sha256_of
+from entrypoint.net.source import sha256_of
+from entrypoint.taco.activate import ActivationStatus, TacoActivation, Verdict, activate_taco
 from entrypoint.taco.bake import BakeError, bake
 from entrypoint.taco.bake import main as bake_main
-from entrypoint.taco.plan import PROFILE_FEATURES, TacoActivation, TacoPlan, activate_taco, plan_taco
+from entrypoint.taco.plan import PROFILE_FEATURES, TacoMode, TacoPlan, TacoStatus, plan_taco
 from entrypoint.taco.summary import parse_summary
-from tests.taco.build_wheel import CP312, build_wheel, interpreter_tag
-from tests.taco.server import serve_directory
+from tests.support.httpserver import serve_directory
+from tests.support.taco_wheel import CP312, build_wheel, interpreter_tag
 
 PLATFORMS = [f"manylinux_2_{glibc}_x86_64" for glibc in range(41, 16, -1)] + ["linux_x86_64"]  # like glibc 2.41
 CP312_WHEEL = "taco_train-0.1.0+nv-cp312-cp312-linux_x86_64.whl"
 OPENPI = PROFILE_FEATURES["openpi"]
 WAN = "wan_disable_addmm,wan_compile,wan_vae_chunk,wan_fused_padcat,wan_rope_f32,wan_rmsnorm"
 WRONG_TAG = CP312 if sys.version_info[:2] != (3, 12) else "cp313-cp313-linux_x86_64"
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()  # the plan tests' wheels are empty files
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +140,46 @@ PLAN_CASES = [
         None,
         "install",
         {"taco.wheel": "pass", "taco.checksum": "warn"},
+        0,
+    ),
+    (
+        "local-file-pinned",
+        {"VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL, "VLA_TACO_WHEEL_SHA256": EMPTY_SHA},
+        None,
+        "install",
+        {"taco.wheel": "pass"},
+        0,
+    ),
+    (
+        "local-pin-mismatch-auto",
+        {"VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL, "VLA_TACO_WHEEL_SHA256": "0" * 64},
+        None,
+        "skipped",
+        {"taco.wheel": "warn"},
+        0,
+    ),
+    (
+        "local-pin-mismatch-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL": "{wheels}/" + CP312_WHEEL, "VLA_TACO_WHEEL_SHA256": "0" * 64},
+        None,
+        "skipped",
+        {"taco.wheel": "fail"},
+        3,
+    ),
+    (
+        "file-url-pin-mismatch-on",
+        {"VLA_TACO": "on", "VLA_TACO_WHEEL": "file://{wheels}/" + CP312_WHEEL, "VLA_TACO_WHEEL_SHA256": "0" * 64},
+        None,
+        "skipped",
+        {"taco.wheel": "fail"},
+        3,
+    ),
+    (
+        "relative-pin-mismatch-auto",
+        {"VLA_TACO_WHEEL": "code/" + CP312_WHEEL, "VLA_TACO_WHEEL_SHA256": "1" * 64},
+        None,
+        "skipped",
+        {"taco.wheel": "warn"},
         0,
     ),
     (
@@ -252,6 +295,30 @@ def test_plan(tmp_path, baked_dir, variables, baked, status, findings, code):
         assert not plan.env.set and data["features"] is None
 
 
+@pytest.mark.parametrize("mode, status, code", [("auto", "warn", 0), ("on", "fail", 3)], ids=["auto-warns", "on-fails"])
+@pytest.mark.parametrize("as_url", [False, True], ids=["path", "file-url"])
+def test_a_local_wheel_that_does_not_match_its_pin_is_skipped_by_the_plan(tmp_path, mode, status, code, as_url):
+    wheel = tmp_path / CP312_WHEEL
+    wheel.write_bytes(b"not the pinned wheel")
+    actual = hashlib.sha256(b"not the pinned wheel").hexdigest()
+    variables = {
+        "VLA_TACO": mode,
+        "VLA_TACO_WHEEL": wheel.as_uri() if as_url else str(wheel),
+        "VLA_TACO_WHEEL_SHA256": "A" * 64,
+    }
+    plan = plan_taco(settings(tmp_path, **variables), {}, python(12), tmp_path / "none", tmp_path / "prefix")
+    assert plan.status is TacoStatus.SKIPPED and plan.to_json()["status"] == "skipped"
+    (finding,) = plan.findings
+    assert (finding.id, finding.status.value, exit_code_of([finding])) == ("taco.wheel", status, code)
+    for text in (finding.message.en, finding.message.zh, plan.reason.en, plan.reason.zh):
+        assert str(wheel) in text and actual in text and "a" * 64 in text
+    assert f"sha256sum {wheel}" in finding.hint.en and f"sha256sum {wheel}" in finding.hint.zh
+    assert "VLA_TACO_WHEEL" in finding.hint.en and not plan.env.set
+    activation = activate_taco(plan, plan.env.apply({"PYTHONPATH": "/old"}), io.StringIO())
+    assert activation.status is ActivationStatus.SKIPPED and activation.env == {"PYTHONPATH": "/old"}
+    assert not (tmp_path / "prefix").exists()
+
+
 def test_plan_json_hides_a_signed_urls_query(tmp_path):
     url = TACO_WHEEL_URL + "?q-sign-algorithm=sha1&q-signature=secret"
     plan = plan_taco(settings(tmp_path, VLA_TACO_WHEEL=url), {}, python(12), tmp_path / "none")
@@ -345,7 +412,7 @@ def run_rank0(env: dict[str, str], marks: Path) -> str:
 
 
 def test_install_from_a_local_file_then_ranks_apply_and_report(tmp_path, wheels):
-    plan, activation, out = activate(tmp_path, str(wheels["native"]))
+    _, activation, out = activate(tmp_path, str(wheels["native"]))
     assert activation.status == "active", out
     prefix = tmp_path / "tmp" / "site-packages"
     assert json.loads((prefix / "WHEEL.json").read_text())["sha256"] == sha256_of(wheels["native"]) == activation.sha256
@@ -363,6 +430,28 @@ def test_install_from_a_local_file_then_ranks_apply_and_report(tmp_path, wheels)
     assert json.loads(json.dumps(activation.to_json()))["status"] == "active"
 
 
+@pytest.mark.parametrize("source", ["local", "http", "baked"])
+def test_a_successful_activation_exports_exactly_what_the_plan_shows(tmp_path, wheels, source):
+    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/old/path", "TACO_TRAIN_REPORT": "0"}
+    variables = {"VLA_TACO": "on", "VLA_TACO_FEATURES": "tf32"}
+    baked = tmp_path / "no-baked"
+    if source == "baked":
+        baked = tmp_path / "opt" / "taco-train"
+        bake(wheels["native"].parent, baked)
+    elif source == "local":
+        variables["VLA_TACO_WHEEL"] = str(wheels["native"])
+        variables["VLA_TACO_WHEEL_SHA256"] = sha256_of(wheels["native"])
+    with serve_directory(wheels["native"].parent) as url:
+        if source == "http":
+            variables |= {"VLA_TACO_WHEEL": f"{url}/{wheels['native'].name}", "VLA_TACO_ALLOW_HTTP": "1"}
+        plan = plan_taco(settings(tmp_path, **variables), base, None, baked, tmp_path / "tmp" / "site-packages")
+        planned = plan.env.apply(base)
+        activation = activate_taco(plan, planned, io.StringIO(), lang="en")
+    assert activation.status is ActivationStatus.ACTIVE
+    assert activation.env == planned == plan.env.apply(planned)
+    assert set(plan.env.set) == {"PYTHONPATH", "TACO_TRAIN_FEATURES"} and plan.env.kept == {"TACO_TRAIN_REPORT": "0"}
+
+
 def test_install_from_a_local_http_server_with_a_pinned_checksum(tmp_path, wheels):
     with serve_directory(wheels["native"].parent) as base:
         url = f"{base}/{wheels['native'].name.replace('+', '%2B')}"
@@ -375,12 +464,16 @@ def test_install_from_a_local_http_server_with_a_pinned_checksum(tmp_path, wheel
 
 
 @pytest.mark.parametrize("mode, status, code", [("auto", "warn", 3), ("on", "fail", 3)], ids=["auto-warns", "on-fails"])
-def test_a_checksum_mismatch_is_refused_and_never_installed(tmp_path, wheels, mode, status, code):
-    plan, activation, out = activate(tmp_path, str(wheels["native"]), mode, VLA_TACO_WHEEL_SHA256="0" * 64)
+def test_a_downloaded_checksum_mismatch_is_refused_and_never_installed(tmp_path, wheels, mode, status, code):
+    with serve_directory(wheels["native"].parent) as base:
+        url = f"{base}/{wheels['native'].name}"
+        plan, activation, out = activate(tmp_path, url, mode, VLA_TACO_WHEEL_SHA256="0" * 64, VLA_TACO_ALLOW_HTTP="1")
+    assert plan.status is TacoStatus.INSTALL  # a remote wheel is verified when it is downloaded
     assert activation.status == "failed" and activation.finding.status.value == status
     assert activation.finding.exit_code == code and activation.finding.id == "taco.activate"
     assert "not the expected" in activation.finding.message.en and "taco.activate" in out
     assert not (tmp_path / "tmp" / "site-packages").exists()
+    assert not (tmp_path / "tmp" / "download" / wheels["native"].name).exists()  # the refused file is gone
     assert activation.env["PYTHONPATH"] == "/old/path" and "TACO_TRAIN_FEATURES" not in activation.env
     assert activation.outcome(None, 0).verdict == "not-used"
 
@@ -398,6 +491,7 @@ def test_activation_failures_are_warnings_in_auto_mode(tmp_path, wheels, kind, t
     with serve_directory(tmp_path if kind == "404" else wheel.parent) as base:
         _, activation, out = activate(tmp_path, f"{base}/{wheel.name}", VLA_TACO_ALLOW_HTTP="1")
     assert activation.status == "failed" and activation.finding.status.value == "warn"
+    assert "WARN [taco.activate]" in out and text in out
     assert text in activation.finding.message.en, activation.finding.message.en
     assert "TACO_TRAIN_FEATURES" not in activation.env and activation.env["PYTHONPATH"] == "/old/path"
 
@@ -406,14 +500,15 @@ def test_an_unusable_temp_folder_is_a_finding_not_a_traceback(tmp_path, wheels):
     (tmp_path / "tmp").write_text("a file where the temp folder should be")
     with serve_directory(wheels["native"].parent) as base:
         _, activation, out = activate(tmp_path, f"{base}/{wheels['native'].name}", "on", VLA_TACO_ALLOW_HTTP="1")
-    assert activation.status == "failed" and activation.finding.exit_code == 3
+    assert activation.status == "failed" and activation.finding.exit_code == 3 and "FAIL [taco.activate]" in out
     assert "cannot prepare TACO in" in activation.finding.message.en and "TMPDIR" in activation.finding.hint.en
 
 
 def test_a_baked_prefix_is_used_without_installing(tmp_path, wheels):
     baked = tmp_path / "opt" / "taco-train"
     line = bake(wheels["native"].parent, baked)
-    assert f"TACO baked: {wheels['native'].name} (sha256 {sha256_of(wheels['native'])})" in line and "bytes" in line
+    assert f"TACO baked: {wheels['native'].name} (sha256 {sha256_of(wheels['native'])})" in line.en
+    assert "bytes" in line.en and sha256_of(wheels["native"]) in line.zh
     plan = plan_taco(settings(tmp_path, VLA_TACO="on"), {"PATH": "/usr/bin:/bin"}, None, baked)
     assert plan.status == "baked" and plan.sha256 == sha256_of(wheels["native"])
     activation = activate_taco(plan, plan.env.apply({"PATH": "/usr/bin:/bin"}), io.StringIO())
@@ -455,11 +550,10 @@ def test_bake_refuses_with_a_clear_message(tmp_path, wheels, capsys, content, te
 def _activation(
     status: str, features: str | None = "openpi_compile,tf32", env: dict[str, str] | None = None
 ) -> TacoActivation:
-    plan = TacoPlan(
-        "auto", "baked" if status == "active" else "skipped", Text("why", "原因"), "openpi", (), EnvPlan(), features
-    )
+    plan_status = TacoStatus.BAKED if status == "active" else TacoStatus.SKIPPED
+    plan = TacoPlan(TacoMode.AUTO, plan_status, Text("why", "原因"), "openpi", (), EnvPlan(), features)
     full = {"TACO_TRAIN_FEATURES": features, **(env or {})} if features and status == "active" else dict(env or {})
-    return TacoActivation(status, full, plan)
+    return TacoActivation(ActivationStatus(status), full, plan)
 
 
 @pytest.mark.parametrize(
@@ -485,7 +579,8 @@ def _activation(
             {"openpi_compile": "n/a (openpi not installed)", "tf32": "applied ×1"},
             0,
             "partial",
-            "PARTIAL — 1 of 2 requested feature(s) applied: tf32 applied ×1; not applied: openpi_compile n/a (openpi not installed)",
+            "PARTIAL — 1 of 2 requested feature(s) applied: tf32 applied ×1; "
+            "not applied: openpi_compile n/a (openpi not installed)",
         ),
         (
             "active",
@@ -494,7 +589,8 @@ def _activation(
             {"memory": "off"},
             0,
             "not-applied",
-            "NOT APPLIED — 0 of 2 requested feature(s) applied: none; not applied: openpi_compile (not in the summary), tf32 (not in the summary)",
+            "NOT APPLIED — 0 of 2 requested feature(s) applied: none; "
+            "not applied: openpi_compile (not in the summary), tf32 (not in the summary)",
         ),
         (
             "active",
@@ -520,7 +616,37 @@ def _activation(
 def test_outcome_is_visible_at_a_glance(status, features, env, summary, node, verdict, text):
     outcome = _activation(status, features, env).outcome(summary, node)
     assert outcome.verdict == verdict and text in outcome.message.en and outcome.message.zh
-    assert outcome.to_json()["features"] == summary
+    assert not any(word in outcome.message.zh for word in ("none", "not in the summary", "feature(s)"))
+    data = json.loads(json.dumps(outcome.to_json()))
+    assert data["verdict"] == verdict and data["features"] == summary and data["message_zh"] == outcome.message.zh
+
+
+def test_states_keep_their_json_strings():
+    assert [m.value for m in TacoMode] == ["off", "auto", "on"]
+    assert [s.value for s in TacoStatus] == ["baked", "install", "skipped", "off"]
+    assert [s.value for s in ActivationStatus] == ["active", "failed", "skipped", "off"]
+    assert [v.value for v in Verdict] == [
+        "applied",
+        "partial",
+        "not-applied",
+        "unconfirmed",
+        "on-node-0",
+        "not-used",
+        "off",
+    ]
+
+
+def test_activation_speaks_the_chosen_language(tmp_path, wheels):
+    base = {"PATH": "/usr/bin:/bin"}
+    plan = plan_taco(
+        settings(tmp_path, VLA_TACO_WHEEL=str(wheels["native"])), base, None, tmp_path / "none", tmp_path / "prefix"
+    )
+    out = io.StringIO()
+    activation = activate_taco(plan, plan.env.apply(base), out, lang="zh")
+    assert activation.status is ActivationStatus.ACTIVE
+    text = out.getvalue()
+    assert "未固定校验和" in text and "已把" in text and "TACO 已启用" in text
+    assert not any(word in text for word in ("unpinned", "installed", "active", "features"))
 
 
 def test_stand_in_wheel_tag_defaults_to_this_interpreter(tmp_path):

@@ -6,7 +6,8 @@ import pytest
 
 from entrypoint.core.errors import UserError
 from entrypoint.core.host import Host
-from entrypoint.inspect.topology import resolve_topology
+from entrypoint.core.settings import Device
+from entrypoint.inspect.topology import TopologySource, resolve_topology
 
 
 def host_with(world, env: dict[str, str]) -> Host:
@@ -117,3 +118,19 @@ def test_pet_variables_that_disagree_are_reported(world):
 def test_more_visible_devices_than_processes_warns(world):
     topo = resolve_topology(host_with(world, {"GPU_NUM_PER_NODE": "2", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}), "gpu")
     assert [f.id for f in topo.findings] == ["topology.visible-devices"]
+
+
+def test_source_and_device_are_enums_that_read_as_strings(world):
+    topo = resolve_topology(host_with(world, {"GPU_NUM_PER_NODE": "8"}), "gpu")
+    assert topo.source is TopologySource.TIONE and topo.device is Device.GPU
+    data = topo.to_json()
+    assert (data["source"], data["device"]) == ("tione", "gpu") and type(data["source"]) is str
+
+
+def test_gpu_shortage_reads_as_chinese(world):
+    world.gpus(2)
+    with pytest.raises(UserError) as caught:
+        resolve_topology(host_with(world, {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4"}), "gpu")
+    what = caught.value.what
+    assert what.en == "this node has 2 GPU(s) but PET_NPROC_PER_NODE=4"
+    assert what.zh == "本节点只有 2 张 GPU,但 PET_NPROC_PER_NODE=4"

@@ -22,7 +22,7 @@ class Clock:
 
 def progress_with_gaps(clock: Clock, gaps: list[float]) -> Progress:
     progress = Progress(clock=clock)
-    for step, gap in enumerate([0.0] + gaps):
+    for step, gap in enumerate([0.0, *gaps]):
         clock.now += gap
         progress.feed(f"step={step * 10} loss=0.5 lr=1e-4 time=1.0s\n")
     return progress

@@ -597,7 +597,7 @@ def train(config: TrainConfig) -> None:
             infos.append((loss.item(), optim.param_groups[0]["lr"], float(grad_norm)))
             if global_step % config.log_interval == 0:
                 elapsed = time.time() - start_time
-                avg_loss, avg_lr, avg_grad_norm = (sum(column) / len(infos) for column in zip(*infos))
+                avg_loss, avg_lr, avg_grad_norm = (sum(column) / len(infos) for column in zip(*infos, strict=True))
                 logging.info(
                     f"step={global_step} loss={avg_loss:.4f} lr={avg_lr:.2e} "
                     f"grad_norm={avg_grad_norm:.2f} time={elapsed:.1f}s"

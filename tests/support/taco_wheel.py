@@ -1,10 +1,10 @@
 """Stand-in taco_train wheels (tests only): a real `.whl` zip with the documented layout.
 
-`taco_train/__init__.py`, `taco_train/prelude/sitecustomize.py` (see `standin_prelude.py`) and a dist-info with
+`taco_train/__init__.py`, `taco_train/prelude/sitecustomize.py` (see `taco_prelude.py`) and a dist-info with
 METADATA, WHEEL (the caller's tag) and RECORD, so pip installs it like the real one.
 
-    python3 -m tests.taco.build_wheel OUTDIR [--tag TAG] [--version VERSION]   # prints the wheel's path
-    python3 -m tests.taco.build_wheel --print-tag                               # this interpreter's tag
+    python3 -m tests.support.taco_wheel OUTDIR [--tag TAG] [--version VERSION]   # prints the wheel's path
+    python3 -m tests.support.taco_wheel --print-tag                               # this interpreter's tag
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.tags import parse_tag, sys_tags
 
-PRELUDE = Path(__file__).with_name("standin_prelude.py")
+PRELUDE = Path(__file__).with_name("taco_prelude.py")
 VERSION = "0.1.0+standin"
 CP312 = "cp312-cp312-linux_x86_64"  # the real wheel's tag
 
@@ -52,8 +52,10 @@ def build_wheel(
         "taco_train/prelude/sitecustomize.py": sitecustomize
         if sitecustomize is not None
         else PRELUDE.read_text(encoding="utf-8"),
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: taco_train\nVersion: {version}\nSummary: stand-in (tests only)\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests.taco.build_wheel\nRoot-Is-Purelib: false\n"
+        f"{dist_info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: taco_train\nVersion: {version}\nSummary: stand-in (tests only)\n"
+        ),
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests.support.taco_wheel\nRoot-Is-Purelib: false\n"
         + "".join(f"Tag: {t}\n" for t in sorted(str(t) for t in parse_tag(tag))),
     }
     blobs = {name: text.encode("utf-8") for name, text in files.items()}
@@ -73,7 +75,7 @@ def build_wheel(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m tests.taco.build_wheel", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m tests.support.taco_wheel", description=__doc__.split("\n\n")[0])
     parser.add_argument("outdir", nargs="?", type=Path, help="folder to write the wheel into")
     parser.add_argument(
         "--tag", help=f"wheel tag (default: this interpreter's, e.g. {interpreter_tag()}; the real one is {CP312})"

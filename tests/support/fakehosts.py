@@ -116,7 +116,7 @@ class FakeHost:
             self.link(f"{base}/master", f"../{master}")
             slaves_file = self.root / f"sys/class/net/{master}/bonding/slaves"
             current = slaves_file.read_text().split() if slaves_file.exists() else []
-            self.file(f"/sys/class/net/{master}/bonding/slaves", " ".join(current + [name]))
+            self.file(f"/sys/class/net/{master}/bonding/slaves", " ".join([*current, name]))
         return self
 
     def loopback(self) -> FakeHost:

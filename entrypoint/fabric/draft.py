@@ -1,0 +1,98 @@
+"""What the fabric rules share: the `Draft` they record decisions and findings in, and NCCL's list syntax."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from entrypoint.core.findings import Finding, warned
+from entrypoint.core.messages import Text, flatten
+from entrypoint.fabric.inventory import ENVIRONMENT, Preset, RdmaPort
+from entrypoint.fabric.messages import MESSAGES as M
+
+
+@dataclass(frozen=True)
+class NcclList:
+    """NCCL's `NCCL_IB_HCA` / `NCCL_SOCKET_IFNAME` syntax: `[^][=]name[:port],…`. Names match as prefixes
+    (`mlx5_1` also matches `mlx5_10`) unless `=` asks for exact names; a leading `^` selects what does *not*
+    match; an entry without a port matches every port."""
+
+    entries: tuple[tuple[str, int | None], ...]
+    exact: bool
+    exclude: bool
+
+    @classmethod
+    def parse(cls, value: str) -> NcclList:
+        exclude = value.startswith("^")
+        value = value[1:] if exclude else value
+        exact = value.startswith("=")
+        value = value[1:] if exact else value
+        entries = []
+        for item in value.split(","):
+            name, sep, port = item.partition(":")
+            if name:
+                digits = port[: len(port) - len(port.lstrip("0123456789"))]  # atoi(): leading digits, else 0
+                entries.append((name, (int(digits) if digits else 0) if sep and port else None))
+        return cls(tuple(entries), exact, exclude)
+
+    def matches(self, name: str, port: int | None = None) -> bool:
+        hit = not self.entries or any(
+            (name == ref if self.exact else name.startswith(ref)) and (want is None or port is None or want == port)
+            for ref, want in self.entries
+        )
+        return hit != self.exclude
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One variable: the value we export or keep (None = left unset), why, and which files said so."""
+
+    variable: str
+    value: str | None
+    reason: Text
+    sources: tuple[str, ...]
+    kept: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "variable": self.variable,
+            "value": self.value,
+            "kept": self.kept,
+            **flatten(self.reason, "reason"),
+            "sources": list(self.sources),
+        }
+
+
+class Draft:
+    """Decisions and findings as `plan_fabric` accumulates them; `presets` are the platform's values."""
+
+    def __init__(self, presets: Mapping[str, Preset]) -> None:
+        self.presets = presets
+        self.decisions: list[Decision] = []
+        self.findings: list[Finding] = []
+        self.env_set: dict[str, str] = {}
+
+    def set(self, variable: str, value: str, reason: Text, sources: Sequence[str]) -> None:
+        self.env_set[variable] = value
+        self.decisions.append(Decision(variable, value, reason, tuple(sources), False))
+
+    def unset(self, variable: str, reason: Text, sources: Sequence[str] = ()) -> None:
+        self.decisions.append(Decision(variable, None, reason, tuple(sources), False))
+
+    def keep(self, variable: str, verdict: Text) -> None:
+        """Keep the platform's value of `variable` (it must be a preset), with what we found about it."""
+        preset = self.presets[variable]
+        reason = M("kept", source=preset.source, verdict=verdict)
+        self.decisions.append(Decision(variable, preset.value, reason, (source_of(variable, preset),), True))
+
+    def warn(self, id: str, message: Text, hint: Text, where: str | None = None) -> None:
+        self.findings.append(warned(id, message, hint, where))
+
+
+def source_of(variable: str, preset: Preset) -> str:
+    """Where a preset came from, as a decision's source: `environment: <variable>` or the config file."""
+    return f"environment: {variable}" if preset.source == ENVIRONMENT else preset.source
+
+
+def port_names(ports: Iterable[RdmaPort]) -> str:
+    return ", ".join(p.name for p in ports)

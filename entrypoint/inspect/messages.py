@@ -1,0 +1,375 @@
+"""What the inspections say: topology, batch, assets, storage and resume findings and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from entrypoint.core.messages import Catalogue, Text
+
+MESSAGES = Catalogue(
+    "inspect",
+    {
+        # topology
+        "topology-bad-value": (
+            "{name}={value!r} is not valid: expected {expected}",
+            "{name}={value!r} 无效:应为{expected}",
+        ),
+        "topology-expected-integer": ("an integer >= {minimum}", "不小于 {minimum} 的整数"),
+        "topology-expected-integer-fix": (
+            "Set {name} to a whole number >= {minimum}.",
+            "请把 {name} 设为不小于 {minimum} 的整数。",
+        ),
+        "topology-expected-address": ("an IP address or host name", "IP 地址或主机名"),
+        "topology-expected-address-fix": (
+            "Set {name} to node 0's IP address or host name.",
+            "请把 {name} 设为 0 号节点的 IP 或主机名。",
+        ),
+        "topology-expected-port": ("a port number 1-65535", "1-65535 之间的端口号"),
+        "topology-expected-port-fix": (
+            "Set {name} to a free TCP port such as 23456.",
+            "请把 {name} 设为空闲端口,例如 23456。",
+        ),
+        "topology-expected-node-list": ("comma-separated host:gpus entries", "以逗号分隔的 host:gpus 条目"),
+        "topology-expected-node-list-fix": (
+            "Use the NODE_LIST TI-ONE injects (e.g. 10.0.0.1:8,10.0.0.2:8) or unset it.",
+            "请使用 TI-ONE 注入的 NODE_LIST(例如 10.0.0.1:8,10.0.0.2:8)或取消该变量。",
+        ),
+        "topology-expected-fixed-nnodes": (
+            "a fixed node count (elastic ranges are not supported)",
+            "固定的节点数(不支持弹性范围)",
+        ),
+        "topology-expected-fixed-nnodes-fix": (
+            "Set PET_NNODES to one number, e.g. 2.",
+            "请把 PET_NNODES 设为单个数字,例如 2。",
+        ),
+        "topology-variable-missing": ("{name} is not set", "未设置 {name}"),
+        "topology-variable-missing-fix": (
+            "Set {name} (TI-ONE sets it for DDP jobs), or unset GPU_NUM_PER_NODE to run on one machine.",
+            "请设置 {name}(TI-ONE 的 DDP 任务会自动注入),或取消 GPU_NUM_PER_NODE 以单机运行。",
+        ),
+        "topology-master-missing": (
+            "{name} is not set for a {nnodes}-node job",
+            "{nnodes} 节点任务未设置 {name}",
+        ),
+        "topology-master-missing-fix": (
+            "Set {name} to the address of node 0 (TI-ONE sets it in DDP mode).",
+            "请把 {name} 设为 0 号节点的地址(TI-ONE DDP 模式会自动设置)。",
+        ),
+        "topology-master-loopback": (
+            "{name}={addr} is a loopback address, which other nodes of a {nnodes}-node job cannot reach",
+            "{name}={addr} 是回环地址,{nnodes} 节点任务的其他节点无法访问",
+        ),
+        "topology-master-loopback-fix": (
+            "Set {name} to node 0's network address.",
+            "请把 {name} 设为 0 号节点的网络地址。",
+        ),
+        "topology-node-list-entries": (
+            "NODE_LIST has {entries} entries but WORLD_SIZE={nnodes} nodes",
+            "NODE_LIST 有 {entries} 项,但 WORLD_SIZE={nnodes}",
+        ),
+        "topology-node-list-total": (
+            "NODE_LIST sums to {gpus} GPUs but the job has {total}",
+            "NODE_LIST 合计 {gpus} 卡,但任务共 {total} 卡",
+        ),
+        "topology-node-list-this-node": (
+            "NODE_LIST gives node {rank} {gpus} GPUs but GPU_NUM_PER_NODE={per_node}",
+            "NODE_LIST 中节点 {rank} 为 {gpus} 卡,但 GPU_NUM_PER_NODE={per_node}",
+        ),
+        "topology-gpu-num": (
+            "GPU_NUM={gpu_num} but WORLD_SIZE x GPU_NUM_PER_NODE = {nnodes} x {per_node} = {total}",
+            "GPU_NUM={gpu_num},但 WORLD_SIZE x GPU_NUM_PER_NODE = {nnodes} x {per_node} = {total}",
+        ),
+        "topology-index": ("INDEX={index} but RANK={rank}", "INDEX={index},但 RANK={rank}"),
+        "topology-contradiction-fix": (
+            "TI-ONE sets these together; if you set them by hand, make them agree (or unset the extra one).",
+            "这些变量由 TI-ONE 统一设置;若手动设置,请保持一致(或取消多余的变量)。",
+        ),
+        "topology-rank-out-of-range": (
+            "RANK={rank} is out of range: WORLD_SIZE={nnodes} nodes means RANK is 0..{last}",
+            "RANK={rank} 越界:WORLD_SIZE={nnodes} 个节点时 RANK 应为 0..{last}",
+        ),
+        "topology-rank-out-of-range-fix": (
+            "On TI-ONE, WORLD_SIZE is the number of nodes and RANK this node's index; fix whichever is wrong.",
+            "TI-ONE 中 WORLD_SIZE 是节点数,RANK 是本节点序号;请修正错误的一项。",
+        ),
+        "topology-pet-rank-out-of-range": (
+            "PET_NODE_RANK={rank} is out of range for PET_NNODES={nnodes}",
+            "PET_NODE_RANK={rank} 超出 PET_NNODES={nnodes} 的范围",
+        ),
+        "topology-pet-rank-out-of-range-fix": (
+            "Set PET_NODE_RANK to 0..{last}.",
+            "请把 PET_NODE_RANK 设为 0..{last}。",
+        ),
+        "topology-visible-gpu-count": ("the visible GPU count", "可见 GPU 数"),
+        "topology-visible-devices-too-few": (
+            "CUDA_VISIBLE_DEVICES={value!r} exposes {visible} GPU(s) but {count}={per_node}",
+            "CUDA_VISIBLE_DEVICES={value!r} 只暴露 {visible} 张卡,但 {count}={per_node}",
+        ),
+        "topology-visible-devices-too-few-fix": (
+            "Unset CUDA_VISIBLE_DEVICES (the platform already isolates GPUs) or list as many GPUs as the node "
+            "runs processes.",
+            "请取消 CUDA_VISIBLE_DEVICES(平台已隔离 GPU),或列出与每节点进程数相同数量的 GPU。",
+        ),
+        "topology-visible-devices-extra": (
+            "CUDA_VISIBLE_DEVICES exposes {visible} GPUs; only the first {per_node} are used",
+            "CUDA_VISIBLE_DEVICES 暴露 {visible} 张卡,只使用前 {per_node} 张",
+        ),
+        "topology-visible-devices-extra-fix": (
+            "Raise {count} to use them all, or unset CUDA_VISIBLE_DEVICES.",
+            "如需全部使用,请调大 {count},或取消 CUDA_VISIBLE_DEVICES。",
+        ),
+        "topology-gpus-missing": (
+            "this node has {present} GPU(s) but {count}={per_node}",
+            "本节点只有 {present} 张 GPU,但 {count}={per_node}",
+        ),
+        "topology-gpus-missing-fix": (
+            "Request whole GPUs matching the job spec, or lower the GPUs per node; for a CPU-only demo set "
+            "VLA_DEVICE=cpu.",
+            "请申请与任务配置一致的整卡,或减少每节点 GPU 数;仅 CPU 演示请设置 VLA_DEVICE=cpu。",
+        ),
+        "topology-pet-ignored": (
+            "ignored torchrun variables that disagree with TI-ONE's: {variables}",
+            "已忽略与 TI-ONE 变量不一致的 torchrun 变量:{variables}",
+        ),
+        "topology-pet-ignored-fix": (
+            "They are removed from torchrun's environment; unset them in the job to silence this warning.",
+            "这些变量不会传给 torchrun;在任务中取消它们即可消除此警告。",
+        ),
+        "topology-ambiguous": (
+            "WORLD_SIZE={value!r} is set without GPU_NUM_PER_NODE, so it is unclear whether it counts nodes or "
+            "processes",
+            "设置了 WORLD_SIZE={value!r} 却没有 GPU_NUM_PER_NODE,无法判断它表示节点数还是进程数",
+        ),
+        "topology-ambiguous-fix": (
+            "On TI-ONE use DDP mode (it sets GPU_NUM_PER_NODE); elsewhere use "
+            "PET_NNODES/PET_NODE_RANK/PET_NPROC_PER_NODE.",
+            "在 TI-ONE 上请使用 DDP 模式(会设置 GPU_NUM_PER_NODE);其他环境请使用 "
+            "PET_NNODES/PET_NODE_RANK/PET_NPROC_PER_NODE。",
+        ),
+        "topology-no-gpu": ("no GPU is visible on this machine", "本机没有可见的 GPU"),
+        "topology-no-gpu-fix": (
+            "Run on a GPU machine, or set VLA_DEVICE=cpu for a CPU-only demo.",
+            "请在 GPU 机器上运行;仅 CPU 演示请设置 VLA_DEVICE=cpu。",
+        ),
+        # batch
+        "batch-shape": ("{nnodes} node(s) x {per_node}", "{nnodes} 个节点 x {per_node}"),
+        "batch-divides": (
+            "global batch {batch} = {per_process} per process x {processes} processes ({shape})",
+            "全局 batch {batch} = 每进程 {per_process} x {processes} 个进程({shape})",
+        ),
+        "batch-indivisible": (
+            "global batch size {batch} does not divide by {processes} processes ({shape}); openpi would silently "
+            "train {per_process} per process",
+            "全局 batch {batch} 不能被 {processes} 个进程({shape})整除;openpi 会静默地按每进程 {per_process} 训练",
+        ),
+        "batch-indivisible-fix": (
+            "Set VLA_BATCH_SIZE to a multiple of {processes}: {choices}.",
+            "请把 VLA_BATCH_SIZE 设为 {processes} 的倍数:{choices}。",
+        ),
+        "either": ("{first} or {second}", "{first} 或 {second}"),
+        # assets: what is wrong with a file
+        "file-missing": ("the file is missing", "文件不存在"),
+        "file-is-folder": ("a folder is where a file should be", "此处应为文件而不是文件夹"),
+        "file-permission-denied": ("the file is not readable (permission denied)", "文件不可读(权限不足)"),
+        "file-unreadable": ("the file cannot be read: {error}", "文件无法读取:{error}"),
+        "file-not-json": ("the file is not valid JSON: {error}", "文件不是合法的 JSON:{error}"),
+        "file-not-json-object": ("it is not a JSON object", "不是 JSON 对象"),
+        "file-problem": ("{path}: {problem}", "{path}:{problem}"),
+        "norm-stats-no-root": ("no top-level 'norm_stats' object", "缺少顶层 'norm_stats' 对象"),
+        "norm-stats-key-missing": ("'norm_stats.{key}' is missing", "缺少 'norm_stats.{key}'"),
+        "norm-stats-field-missing": (
+            "'norm_stats.{key}.{field}' is missing or empty (pi05 needs quantiles q01/q99)",
+            "'norm_stats.{key}.{field}' 缺失或为空(pi05 需要分位数 q01/q99)",
+        ),
+        "norm-stats-not-finite": (
+            "'norm_stats.{key}.{field}' holds a non-numeric or non-finite value",
+            "'norm_stats.{key}.{field}' 含非数值或非有限值",
+        ),
+        "norm-stats-lengths": (
+            "'norm_stats.{key}' lists have different lengths ({lengths})",
+            "'norm_stats.{key}' 各列表长度不一致({lengths})",
+        ),
+        "safetensors-too-short": (
+            "the file is {size} bytes, too short for a safetensors header",
+            "文件只有 {size} 字节,不足以容纳 safetensors 头",
+        ),
+        "safetensors-header-length": (
+            "the header length {length} does not fit a {size}-byte file (truncated or not safetensors)",
+            "头长度 {length} 与 {size} 字节的文件不符(文件被截断或不是 safetensors)",
+        ),
+        "safetensors-header-not-json": (
+            "the safetensors header is not valid JSON (corrupt file)",
+            "safetensors 头不是合法 JSON(文件损坏)",
+        ),
+        "safetensors-header-not-object": (
+            "the safetensors header is not an object (corrupt file)",
+            "safetensors 头不是对象(文件损坏)",
+        ),
+        "safetensors-bad-offsets": (
+            "tensor '{name}' has no valid data_offsets (corrupt header)",
+            "张量 '{name}' 的 data_offsets 无效(头损坏)",
+        ),
+        "safetensors-no-tensors": ("the file holds no tensors", "文件中没有任何张量"),
+        "safetensors-truncated": (
+            "the file is truncated: {size} bytes but its header needs {needed}",
+            "文件被截断:实际 {size} 字节,头部声明需要 {needed} 字节",
+        ),
+        # assets: findings
+        "weights-fix": (
+            "Copy the converted PyTorch weights (config.json, model.safetensors) to {weights} again, or set "
+            "VLA_WEIGHTS.",
+            "请重新把转换后的 PyTorch 权重(config.json、model.safetensors)复制到 {weights},或设置 VLA_WEIGHTS。",
+        ),
+        "weights-missing": ("the base weights folder {weights} does not exist", "基座权重目录 {weights} 不存在"),
+        "weights-complete": (
+            "base weights complete ({gigabytes:.2f} GB) in {weights}",
+            "基座权重完整({gigabytes:.2f} GB):{weights}",
+        ),
+        "norm-stats-fix": (
+            "Download the dataset's norm_stats.json to {path} (it ships with the dataset; see the README).",
+            "请把数据集附带的 norm_stats.json 下载到 {path}(参见 README)。",
+        ),
+        "norm-stats-valid": ("norm stats valid: {path}", "归一化统计量有效:{path}"),
+        "dataset-fix": (
+            "Download and unpack the dataset so that {root} is complete (see the README's asset steps).",
+            "请下载并解压数据集,使 {root} 完整(参见 README 的资源准备步骤)。",
+        ),
+        "dataset-episodes-count": (
+            "'total_episodes' is missing or not a count",
+            "'total_episodes' 缺失或不是计数",
+        ),
+        "dataset-chunk-size": ("'chunks_size' is not a positive integer", "'chunks_size' 不是正整数"),
+        "dataset-templates-missing": ("'data_path' or 'features' is missing", "缺少 'data_path' 或 'features'"),
+        "dataset-video-path-missing": (
+            "video features are declared but 'video_path' is missing",
+            "声明了视频特征但缺少 'video_path'",
+        ),
+        "dataset-template-field": (
+            "{path}: a path template names an unknown field ({error})",
+            "{path}:路径模板含未知字段({error})",
+        ),
+        "dataset-meta-missing": ("{folder} lacks {names}", "{folder} 缺少 {names}"),
+        "dataset-files-missing": (
+            "{missing} of {expected} episode files under {root} are missing or empty: {shown}",
+            "{root} 下 {expected} 个剧集文件中有 {missing} 个缺失或为空:{shown}",
+        ),
+        "dataset-complete": (
+            "dataset complete: {episodes} episodes, {files} files, {gigabytes:.2f} GB in {root}",
+            "数据集完整:{episodes} 个剧集,{files} 个文件,{gigabytes:.2f} GB:{root}",
+        ),
+        "tokenizer-staged": ("PaliGemma tokenizer staged in {home}", "PaliGemma 分词器已就位:{home}"),
+        "tokenizer-missing": (
+            "the PaliGemma tokenizer is not staged (looked at {places}); openpi will try to download it",
+            "PaliGemma 分词器未就位(已查找 {places});openpi 将尝试联网下载",
+        ),
+        "tokenizer-missing-fix": (
+            "Copy paligemma_tokenizer.model to {target} so offline jobs do not hang.",
+            "请把 paligemma_tokenizer.model 复制到 {target},避免离线任务卡住。",
+        ),
+        # storage
+        "folder-not-a-folder": ("{target} exists but is not a folder", "{target} 已存在,但不是文件夹"),
+        "folder-read-only": ("{target} is on a read-only file system", "{target} 位于只读文件系统上"),
+        "folder-unusable": ("{target}: {error}", "{target}:{error}"),
+        "folder-not-writable": ("{target} is not writable by uid {uid}", "uid {uid} 无权写入 {target}"),
+        "checkpoint-unwritable": ("checkpoints cannot be written: {reason}", "无法写入检查点:{reason}"),
+        "checkpoint-unwritable-fix": (
+            "Mount the CFS path of {folder} read-write with free space, or set VLA_CHECKPOINT_BASE_DIR.",
+            "请以读写方式挂载 {folder} 对应的 CFS 路径并确保有空间,或设置 VLA_CHECKPOINT_BASE_DIR。",
+        ),
+        "checkpoint-writable": ("checkpoint folder writable: {folder}", "检查点目录可写:{folder}"),
+        "checkpoint-no-room": (
+            "only {free:.2f} GB free under {target}: not even one checkpoint of about {per_save:.1f} GB fits",
+            "{target} 仅剩 {free:.2f} GB:连一个约 {per_save:.1f} GB 的检查点都放不下",
+        ),
+        "checkpoint-no-room-fix": (
+            "Free space on the CFS (or move old experiments away) before starting the job.",
+            "请在启动任务前清理 CFS 空间(或移走旧实验)。",
+        ),
+        "checkpoint-short-of-room": (
+            "{free:.1f} GB free under {target} but this run saves {saves} checkpoint(s) of about {per_save:.1f} GB "
+            "({needed:.1f} GB); openpi keeps every one",
+            "{target} 仅剩 {free:.1f} GB,但本次训练将保存 {saves} 个约 {per_save:.1f} GB 的检查点"
+            "(共 {needed:.1f} GB),openpi 会全部保留",
+        ),
+        "checkpoint-short-of-room-fix": (
+            "Free space on the CFS, raise VLA_SAVE_INTERVAL, or move old experiments away.",
+            "请清理 CFS 空间、调大 VLA_SAVE_INTERVAL,或移走旧实验。",
+        ),
+        "checkpoint-room": (
+            "{free:.1f} GB free for {saves} save(s) of about {per_save:.1f} GB",
+            "剩余 {free:.1f} GB,可容纳 {saves} 次约 {per_save:.1f} GB 的保存",
+        ),
+        "final-step-not-saved": (
+            "the weights after the last step ({steps}) will not be saved: openpi saves at multiples of {interval} "
+            "and at step {before_last}",
+            "最后一步({steps})的权重不会被保存:openpi 只在 {interval} 的倍数步和第 {before_last} 步保存",
+        ),
+        "final-step-not-saved-fix": (
+            "Make VLA_NUM_TRAIN_STEPS a multiple of VLA_SAVE_INTERVAL (e.g. {example}).",
+            "请把 VLA_NUM_TRAIN_STEPS 设为 VLA_SAVE_INTERVAL 的整数倍(例如 {example})。",
+        ),
+        "datasets-cache-fix": (
+            "Set HF_DATASETS_CACHE to a writable folder with room (e.g. under /tmp or the CFS).",
+            "请把 HF_DATASETS_CACHE 设为可写且空间充足的目录(例如 /tmp 或 CFS 下)。",
+        ),
+        "datasets-cache-unwritable": (
+            "the datasets cache is not writable: {reason}",
+            "datasets 缓存目录不可写:{reason}",
+        ),
+        "datasets-cache-small": (
+            "{free:.1f} GB free for the datasets cache {cache}, the dataset is {size:.1f} GB",
+            "datasets 缓存 {cache} 仅剩 {free:.1f} GB,数据集为 {size:.1f} GB",
+        ),
+        "datasets-cache-writable": ("datasets cache writable: {cache}", "datasets 缓存可写:{cache}"),
+        # resume
+        "resume-overwrite": (
+            "VLA_OVERWRITE=1: node 0 moves {folder} aside (kept, not deleted) and training starts fresh",
+            "VLA_OVERWRITE=1:0 号节点会把 {folder} 移到一旁(保留,不删除)并重新开始训练",
+        ),
+        "resume-overwrite-nothing": (
+            "VLA_OVERWRITE=1 but {folder} does not exist: fresh start",
+            "VLA_OVERWRITE=1,但 {folder} 不存在:全新开始",
+        ),
+        "resume-no-earlier-run": ("no earlier run in {folder}: fresh start", "{folder} 中没有历史训练:全新开始"),
+        "resume-unlistable": (
+            "cannot list {folder} ({error}): fresh start",
+            "无法读取 {folder}({error}):全新开始",
+        ),
+        "resume-unlistable-fix": ("Check the permissions of {folder}.", "请检查 {folder} 的权限。"),
+        "resume-files-missing": ("missing {names}", "缺少 {names}"),
+        "resume-incomplete-step": ("{step} ({reason})", "{step}({reason})"),
+        "resume-leftovers": (
+            "ignored incomplete checkpoints in {folder}: {leftovers}",
+            "已忽略 {folder} 中不完整的检查点:{leftovers}",
+        ),
+        "resume-leftovers-fix": (
+            "They come from an interrupted save; they are never resumed from. Folders above the resumed step are "
+            "renamed to *.incomplete-<time>, not deleted.",
+            "它们来自中断的保存,不会被用于恢复;高于恢复步的目录会被重命名为 *.incomplete-<time>,不会删除。",
+        ),
+        "resume-no-complete-checkpoint": (
+            "no complete checkpoint in {folder}: fresh start",
+            "{folder} 中没有完整检查点:全新开始",
+        ),
+        "resume-from": ("resuming from step {step} in {folder}", "将从 {folder} 的第 {step} 步恢复训练"),
+        "resume-finished": (
+            "the experiment already reached step {step} >= num_train_steps={steps}: nothing left to train",
+            "该实验已到第 {step} 步,不小于 num_train_steps={steps}:没有剩余训练",
+        ),
+        "resume-finished-fix": (
+            "Raise VLA_NUM_TRAIN_STEPS, choose a new VLA_EXP_NAME, or set VLA_OVERWRITE=1.",
+            "请调大 VLA_NUM_TRAIN_STEPS、更换 VLA_EXP_NAME,或设置 VLA_OVERWRITE=1。",
+        ),
+    },
+)
+
+
+def verbatim(value: str) -> Text:
+    """A value shown the same in both languages (a variable name, a file name) where a field wants a `Text`."""
+    return Text(value, value)
+
+
+def joined(texts: Iterable[Text], separator: str = ", ") -> Text:
+    """Texts listed one after another, each language with its own."""
+    items = list(texts)
+    return Text(separator.join(t.en for t in items), separator.join(t.zh for t in items))

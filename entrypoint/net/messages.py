@@ -1,0 +1,86 @@
+"""What downloads say: refusals, failures (with their details) and progress lines."""
+
+from __future__ import annotations
+
+from entrypoint.core.messages import Catalogue
+
+MESSAGES = Catalogue(
+    "net",
+    {
+        # refusals before any connection
+        "unsupported-scheme": (
+            "unsupported address {source}: only https://, http://, file:// or a path",
+            "不支持的地址 {source}:仅支持 https://、http://、file:// 或文件路径",
+        ),
+        "unsupported-scheme-fix": ("Give an https URL or a file path.", "请提供 https 地址或文件路径。"),
+        "plain-http": ("{source} is plain http: downloads are https-only", "{source} 使用明文 http:下载仅允许 https"),
+        "plain-http-fix": (
+            "Use an https URL, or explicitly allow http for a trusted network.",
+            "请改用 https 地址,或在可信网络中显式允许 http。",
+        ),
+        "redirect-to-http": (
+            "{source} redirects to plain http ({target}): refused",
+            "{source} 重定向到明文 http({target}):已拒绝",
+        ),
+        "redirect-to-http-fix": ("Use a URL that stays on https.", "请使用始终为 https 的地址。"),
+        "no-file-name": ("{source} names no file", "{source} 未指明文件名"),
+        "no-file-name-fix": ("Give the URL of the file itself.", "请提供文件本身的地址。"),
+        "local-missing": ("{path} does not exist or is not a file", "{path} 不存在或不是文件"),
+        "local-missing-fix": ("Check the path (is the storage mounted?).", "请检查路径(存储是否已挂载?)。"),
+        # the result
+        "checksum": (
+            "{source} has sha256 {actual}, not the expected {expected}: refused",
+            "{source} 的 sha256 为 {actual},与期望的 {expected} 不符:已拒绝",
+        ),
+        "checksum-fix": (
+            "Check that the pinned checksum belongs to this file, or fix the source.",
+            "请确认所固定的校验和属于该文件,或修正来源。",
+        ),
+        "changed": ("{source} changed on the server during the download", "{source} 在下载过程中被服务器端更新"),
+        "changed-fix": (
+            "Run the same command again: it starts this file over.",
+            "请再次运行同一命令:该文件将重新下载。",
+        ),
+        "no-range": ("{source}: the server ignored a range request", "{source}:服务器忽略了范围请求"),
+        "no-range-fix": ("Use a single stream for this server.", "请对该服务器使用单连接下载。"),
+        # a failed transfer: `failed` with one of the details below
+        "failed": ("download of {source} failed: {detail}", "下载 {source} 失败:{detail}"),
+        "failed-fix": (
+            "Check the URL and the network (proxy variables, DNS), or provide the file locally.",
+            "请检查地址与网络(代理变量、DNS),或改为提供本地文件。",
+        ),
+        "range-416": ("HTTP 416 for a resumed range; starting over", "续传范围无效(HTTP 416);将重新下载"),
+        "http-status": ("HTTP {code} {reason}", "服务器返回 HTTP {code} {reason}"),
+        "stalled": ("no data for {seconds:g} s at byte {offset}", "第 {offset} 字节处 {seconds:g} 秒无数据,已超时"),
+        "connection-lost": ("connection lost ({error}) at byte {offset}", "第 {offset} 字节处连接中断({error})"),
+        "no-answer": ("no answer within {seconds:g} s", "{seconds:g} 秒内无响应"),
+        "unreachable": ("cannot reach {source}: {reason}", "无法访问 {source}:{reason}"),
+        "closed-early": ("connection closed after {have} of {total} bytes", "传输在 {have}/{total} 字节处中断"),
+        "wrong-range": ("the server answered a different range; starting over", "服务器返回的范围不符;将重新下载"),
+        "closed-while-skipping": (
+            "connection closed while skipping to byte {offset}",
+            "跳到第 {offset} 字节时连接中断",
+        ),
+        "deadline": ("not finished within {seconds:g} s", "{seconds:g} 秒内未完成"),
+        "ended-early": (
+            "the server ended the file at byte {offset} of {size}",
+            "服务器在第 {offset}/{size} 字节处结束了文件",
+        ),
+        # progress lines, each after `download <name>: `
+        "progress": ("{have} at {rate}/s", "{have},速度 {rate}/s"),
+        "progress-of": ("{have} of {total} ({percent}%) at {rate}/s", "{have} / {total}({percent}%),速度 {rate}/s"),
+        "hashing": ("hashing {have} at {rate}/s", "正在计算 sha256:{have},速度 {rate}/s"),
+        "done": (
+            "done, {size} in {seconds:.1f} s ({rate}/s), sha256 {digest}…",
+            "完成,{size},用时 {seconds:.1f} 秒({rate}/s),sha256 {digest}…",
+        ),
+        "retrying": (
+            "attempt {attempt} of {tries} failed ({reason}); retrying in {wait:g} s from byte {offset}",
+            "第 {attempt}/{tries} 次尝试失败({reason});{wait:g} 秒后从第 {offset} 字节重试",
+        ),
+        "one-stream": (
+            "the server stopped honouring ranges; continuing from byte {offset} in one stream",
+            "服务器不再支持范围请求;从第 {offset} 字节起改为单连接继续",
+        ),
+    },
+)
