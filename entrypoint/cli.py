@@ -5,7 +5,8 @@ variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified, 3
 otherwise training's own (128+N after signal N).
 
 Start-up cost matters (this is the container's entrypoint): each command imports only what it uses. `fetch-assets`
-and the download stack are imported only for `fetch-assets` itself, whose flags are added to the parser only then.
+and the download stack are imported only for `fetch-assets` itself; a sub-command's flags are added to the parser
+only when that sub-command runs.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
             )
 
 
-def build_parser(fetch_flags: bool = True) -> argparse.ArgumentParser:
-    """The whole command line; `fetch_flags=False` leaves `fetch-assets`' own flags out (they import its module)."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the `command` about to run, only that sub-command gets its flags (the others'
+    cost start-up time, and `fetch-assets`' import its module)."""
     parser = argparse.ArgumentParser(
         prog="vla-entrypoint",
         description="Launch openpi training on TI-ONE: read the platform's variables, verify assets, decide resume, "
@@ -102,7 +104,8 @@ def build_parser(fetch_flags: bool = True) -> argparse.ArgumentParser:
         )
         if name in ("check", "plan", "preflight"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-        _add_setting_flags(sub)
+        if command in (None, name):
+            _add_setting_flags(sub)
     fetch = commands.add_parser(
         FETCH_ASSETS,
         help=FETCH_HELP,
@@ -110,7 +113,7 @@ def build_parser(fetch_flags: bool = True) -> argparse.ArgumentParser:
         epilog="exit codes: 0 done and checked; 2 bad manifest, URL or entry name; "
         "3 a download, verification, disk or check failure (run again to resume)",
     )
-    if fetch_flags:
+    if command in (None, FETCH_ASSETS):
         from entrypoint.fetch.command import add_arguments
 
         add_arguments(fetch)
@@ -186,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run", *argv]
-    parser = build_parser(fetch_flags=argv[0] == FETCH_ASSETS)
+    parser = build_parser(argv[0])
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error

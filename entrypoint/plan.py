@@ -23,7 +23,7 @@ from entrypoint.core.messages import Catalogue, Text, flatten
 from entrypoint.core.settings import PreflightMode, Settings, load_settings, suggest_variable
 from entrypoint.fabric.decide import FabricPlan, plan_fabric
 from entrypoint.fabric.inventory import Memlock
-from entrypoint.fabric.nccl_log import debug_env
+from entrypoint.fabric.nccl_debug import DEBUG_VARIABLES, debug_env
 from entrypoint.inspect.assets import inspect_assets
 from entrypoint.inspect.batch import check_batch
 from entrypoint.inspect.environment import EnvPlan, training_env
@@ -100,7 +100,6 @@ M = Catalogue(
     },
 )
 
-NCCL_DEBUG_VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
 ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
 
@@ -296,7 +295,7 @@ def _route_node_files(
     training = {**env_plan.apply(inherited), **fabric.env_kept}
     routed = debug_env(str(files.nccl_dir), training)
     if not routed:
-        return {}, M("nccl-debug-users", variables=", ".join(n for n in NCCL_DEBUG_VARIABLES if n in training))
+        return {}, M("nccl-debug-users", variables=", ".join(n for n in DEBUG_VARIABLES if n in training))
     env_plan.set.update(routed)
     return routed, M("nccl-debug-routed", folder=str(files.nccl_dir))
 

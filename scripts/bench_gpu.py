@@ -100,6 +100,8 @@ def main() -> int:
                     ).stdout
                 )
                 bare_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
+                if plan["launch"]["nccl_log_dir"]:  # the plan routes NCCL's logs there; run creates it, so do we
+                    Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
                 result = timed(plan["command"], bare_env, cwd=plan["cwd"])
             rows[way].append(result)
             print(
@@ -126,6 +128,8 @@ def main() -> int:
             ).stdout
         )
         run_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
+        if plan["launch"]["nccl_log_dir"]:
+            Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
         if extra:
             run_env.pop("JAX_PLATFORMS", None)
         output = timed(plan["command"], run_env, cwd=plan["cwd"])["output"]

@@ -38,12 +38,14 @@ class Host:
         except (OSError, UnicodeDecodeError, ValueError):
             return None
 
-    def listdir(self, system_path: str) -> list[str]:
-        """Sorted entries of a system directory; empty when it is missing or unreadable."""
+    def listdir(self, system_path: str, prefix: str | tuple[str, ...] = "") -> list[str]:
+        """Sorted entries of a system directory (only those starting with `prefix`, when given); empty when it is
+        missing or unreadable."""
         try:
-            return sorted(os.listdir(self.path(system_path)))
+            names = os.listdir(self.path(system_path))
         except OSError:
             return []
+        return sorted(name for name in names if name.startswith(prefix)) if prefix else sorted(names)
 
     def exists(self, system_path: str) -> bool:
         return os.path.lexists(self.path(system_path))

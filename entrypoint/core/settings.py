@@ -12,7 +12,6 @@ fields, so the table the CLI and the README show cannot drift from what the code
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import shlex
 import types
@@ -22,8 +21,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
-
-import yaml
 
 from entrypoint.core.errors import JobMisspecified
 from entrypoint.core.masking import masked, safe_url
@@ -157,6 +154,8 @@ class Form(StrEnum):
 
 @dataclass(frozen=True)
 class _Spec:
+    """What `setting(...)` records in a field's metadata."""
+
     help: str
     help_zh: str
     minimum: int
@@ -572,6 +571,8 @@ def _convert(key: Key, raw: object, where: str, from_text: bool) -> object:
 
 
 def _read_yaml(path: Path, where: str) -> dict[str, object]:
+    import yaml  # only a job file needs PyYAML (slow to import: `check` without one never does)
+
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -602,6 +603,8 @@ def _read_yaml(path: Path, where: str) -> dict[str, object]:
         )
     for name in data:
         if name not in KEYS_BY_NAME:
+            import difflib
+
             close = difflib.get_close_matches(str(name), KEYS_BY_NAME, n=1)
             raise _invalid(
                 f"{path}: {name}",
@@ -620,6 +623,8 @@ def _unknown_variables(env: Mapping[str, str], extra_known: tuple[str, ...]) -> 
 
 def suggest_variable(name: str, extra_known: tuple[str, ...] = ()) -> str | None:
     """The closest known `VLA_*` variable to a misspelt one."""
+    import difflib
+
     known = [key.env for key in KEYS] + list(OTHER_VARIABLES) + list(extra_known)
     close = difflib.get_close_matches(name, known, n=1)
     return close[0] if close else None

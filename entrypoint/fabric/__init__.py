@@ -6,6 +6,7 @@
 - `rdma`       rules 1, 3-6, 8, 9: RDMA ports, GID index, RDMA health
 - `draft`      the `Draft` those rules write decisions and findings into; NCCL's list syntax
 - `memlock`    `raise_memlock`, the package's one side effect, for launch to call
-- `nccl_log`   NCCL's debug routing, and what its logs prove about the transport actually used
+- `nccl_debug` NCCL's debug routing into this node's files (what the plan needs)
+- `nccl_log`   what NCCL's logs prove about the transport actually used
 - `messages`   every sentence the package shows
 """

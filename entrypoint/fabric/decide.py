@@ -11,20 +11,17 @@ came from. The rules live in `sockets.py` (rule 7) and `rdma.py` (rules 1, 3-6, 
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 
 from entrypoint.core.findings import Finding, passed
 from entrypoint.core.host import Host
 from entrypoint.fabric.draft import Decision, Draft
 from entrypoint.fabric.inventory import SOCKET_VARS, Gdr, Inventory, Memlock, RdmaPort, Transport, inspect_fabric
-from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.messages import MESSAGES as M
-from entrypoint.fabric.rdma import gid_decision, rdma_decisions, rdma_health
 from entrypoint.fabric.sockets import Resolver, bootstrap, check_socket_presets, default_route, socket_decisions
 from entrypoint.inspect.topology import Topology
 
-__all__ = ["RDMA_VARS", "FabricPlan", "MemlockChange", "plan_fabric", "raise_memlock", "resolve_host"]
+__all__ = ["RDMA_VARS", "FabricPlan", "plan_fabric", "resolve_host"]
 
 RDMA_VARS = ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_DISABLE")
 
@@ -63,6 +60,8 @@ class FabricPlan:
 
 def resolve_host(name: str) -> list[str]:
     """IPv4 addresses of a host name; empty when it does not resolve (never raises)."""
+    import socket  # only a multi-node job whose MASTER_ADDR is a name resolves one
+
     try:
         infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
     except (OSError, UnicodeError):
@@ -92,6 +91,8 @@ def plan_fabric(host: Host, topology: Topology, resolve: Resolver = resolve_host
         transport = Transport.LOCAL
         _single_node(inventory, draft)
     else:
+        from entrypoint.fabric.rdma import gid_decision, rdma_decisions, rdma_health  # a single node needs no RDMA
+
         ifname, why = bootstrap(inventory, topology.master_addr, resolve, draft)
         socket_decisions(inventory, draft, ifname, why)
         default = default_route(inventory)

@@ -153,6 +153,8 @@ class Interface:
 
 @dataclass(frozen=True)
 class Route:
+    """An up IPv4 route of `/proc/net/route`: the interface, the destination network and the metric."""
+
     iface: str
     network: ipaddress.IPv4Network
     metric: int
@@ -450,10 +452,11 @@ def nccl_search_dirs(host: Host) -> list[str]:
 def nccl_version(host: Host, search_dirs: Iterable[str]) -> str | None:
     """The first NCCL version found in `search_dirs` (system paths, read through `host`), without importing
     torch: a `libnccl.so.X.Y.Z` file, an `nvidia_nccl_cu*-X.Y.Z.dist-info` entry, or the `NCCL_MAJOR/MINOR/
-    PATCH` defines of `nccl.h`; a site-packages dir is also searched under `nvidia/nccl/{lib,include}`."""
-    for directory in search_dirs:
+    PATCH` defines of `nccl.h`; a site-packages dir is also searched under `nvidia/nccl/{lib,include}`. A folder
+    named twice (the library path often repeats the default folders) is read once."""
+    for directory in dict.fromkeys(search_dirs):
         for sub in (directory, f"{directory}/nvidia/nccl/lib", f"{directory}/nvidia/nccl/include"):
-            for entry in host.listdir(sub):
+            for entry in host.listdir(sub, prefix=("libnccl.so.", "nvidia_nccl_cu")):
                 found = re.fullmatch(r"libnccl\.so\.(\d+\.\d+\.\d+)", entry) or re.fullmatch(
                     r"nvidia_nccl_cu\d+-(\d+\.\d+\.\d+)(?:\.post\d+)?\.dist-info", entry
                 )

@@ -1,8 +1,8 @@
 """Transport proof: what NCCL actually used, read from its INFO log lines.
 
-`debug_env(log_dir, platform)` asks NCCL for one log file per rank (`nccl.<host>.<pid>.log`) with the INIT and
-NET subsystems, unless the user already controls NCCL's debug output. `read_logs(log_dir)` (or `parse_lines`
-for any text, e.g. a node log that captured NCCL's stdout) classifies each node from lines such as
+`debug_env(log_dir, platform)` (from `nccl_debug`) asks NCCL for one log file per rank (`nccl.<host>.<pid>.log`)
+with the INIT and NET subsystems, unless the user already controls NCCL's debug output. `read_logs(log_dir)` (or
+`parse_lines` for any text, e.g. a node log that captured NCCL's stdout) classifies each node from lines such as
 `Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IBext/0/GDRDMA`, `via NET/Socket/1`, `via P2P/CUMEM/read`,
 `via SHM/direct/direct`, `NET/IB : Using [0]mlx5_bond_0:1/RoCE … ; OOB eth0:…` and `Using network IB`.
 `proof_findings` turns the result into a warning when a multi-node job ran on sockets while RDMA was planned.
@@ -11,7 +11,7 @@ for any text, e.g. a node log that captured NCCL's stdout) classifies each node 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -19,8 +19,8 @@ from pathlib import Path
 from entrypoint.core.findings import Finding, passed, warned
 from entrypoint.fabric.inventory import Transport
 from entrypoint.fabric.messages import MESSAGES as M
+from entrypoint.fabric.nccl_debug import debug_env as debug_env
 
-LOG_PATTERN = "nccl.%h.%p.log"
 _PREFIX = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 _NET_CHANNEL = re.compile(r"\bvia NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\(\d+\))?(?P<gdr>/GDRDMA)?")
@@ -29,21 +29,6 @@ _NICS = re.compile(r"^NET/(?P<net>\w+) ?: Using (?P<list>.*)$")
 _NIC = re.compile(r"\[\d+\](?P<nic>[^\s\[;]+)")
 _NETWORK = re.compile(r"^Using network (?P<net>\S+)")
 _FILE = re.compile(r"^nccl\.(?P<host>.+)\.(?P<pid>\d+)\.log$")
-
-
-def debug_env(log_dir: str, platform: Mapping[str, str]) -> dict[str, str]:
-    """Variables that make NCCL write INFO lines for INIT and NET to `<log_dir>/nccl.<host>.<pid>.log`.
-
-    `platform` is the environment plus NCCL config-file values (`FabricPlan.env_kept` holds the NCCL ones).
-    Empty when the user already set `NCCL_DEBUG`, `NCCL_DEBUG_FILE` or `NCCL_DEBUG_SUBSYS` (even empty): their
-    debug output is theirs, and `parse_lines` can still read a node log that captured it."""
-    if any(name in platform for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")):
-        return {}
-    return {
-        "NCCL_DEBUG": "INFO",
-        "NCCL_DEBUG_SUBSYS": "INIT,NET",
-        "NCCL_DEBUG_FILE": f"{log_dir.rstrip('/')}/{LOG_PATTERN}",
-    }
 
 
 class ProofKind(StrEnum):

@@ -339,9 +339,15 @@ MESSAGES = Catalogue(
         "zlib-prime": ("prime the decoder", "预置解码器"),
         "zlib-window": ("set the decoder's window", "设置解码器窗口"),
         "zlib-reset": ("reset the decoder", "重置解码器"),
-        "gzip-trailer": (
-            "the gzip trailer does not match the data before byte {at} (CRC-32 or length)",
-            "gzip 尾部校验与第 {at} 字节前的数据不符(CRC-32 或长度)",
+        "gzip-crc": (
+            "the gzip CRC-32 check failed near byte {at}: the unpacked data does not match the checksum the archive "
+            "records (damaged download?)",
+            "gzip CRC-32 校验失败(第 {at} 字节附近):解压后的数据与归档记录的校验和不符(下载损坏?)",
+        ),
+        "gzip-length": (
+            "the gzip length check failed near byte {at}: the unpacked data is not the length the archive records "
+            "(damaged download?)",
+            "gzip 长度校验失败(第 {at} 字节附近):解压后的数据长度与归档记录的不符(下载损坏?)",
         ),
         "trailing-bytes": (
             "unexpected bytes after the end of the compressed data (byte {at})",

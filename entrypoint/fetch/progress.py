@@ -70,15 +70,17 @@ class Progress:
             self.last = 0.0
 
     def add(self, count: int) -> None:
-        """`count` more bytes arrived; shows the line when it is due."""
+        """`count` more bytes arrived; shows the line when it is due, and when these bytes complete the file."""
         with self.lock:
             self.done += count
             self.session += count
-            if self.file is not None:
-                self.file.done += count
-                self.file.session += count
+            file, completed = self.file, False
+            if file is not None:
+                file.done += count
+                file.session += count
+                completed = file.size is not None and file.done - count < file.size <= file.done
             now = self.clock()
-            if now - self.last >= self.every_s:
+            if completed or now - self.last >= self.every_s:
                 self.last = now
                 self._show(now)
 

@@ -75,6 +75,7 @@ _IN = 1 << 18  # compressed bytes per step for the standard-library decoders
 _BLOCK = 512
 _TAR_BUFFER = 128 << 10  # how far tarfile reads ahead of the member it parses
 _COPY = 256 << 10  # bytes per write of a member's file: what is on disk lags what was decoded by about this much
+_MAGIC = {ArchiveFormat.GZIP: 0x1F, ArchiveFormat.BZ2: ord("B"), ArchiveFormat.XZ: 0xFD}  # a stream's first byte
 
 
 def archive_format(name: str) -> ArchiveFormat | None:
@@ -92,6 +93,15 @@ class ArchiveError(Exception):
     def __init__(self, text: Text) -> None:
         super().__init__(text.en)
         self.text = text
+
+
+def _refused(at: int, detail: str) -> ArchiveError:
+    """The error for data a decoder refused; zlib's failed gzip trailer checks are named as such."""
+    if "incorrect data check" in detail:
+        return ArchiveError(M("gzip-crc", at=at))
+    if "incorrect length check" in detail:
+        return ArchiveError(M("gzip-length", at=at))
+    return ArchiveError(M("corrupt-data", at=at, detail=detail))
 
 
 @dataclass
@@ -242,8 +252,10 @@ class GzipDecoder:
             self.total_in += take
             if len(self.trailer) == 8:
                 crc, size = int.from_bytes(self.trailer[:4], "little"), int.from_bytes(self.trailer[4:], "little")
-                if crc != self.crc or size != self.member_out & 0xFFFFFFFF:
-                    raise ArchiveError(M("gzip-trailer", at=self.total_in))
+                if crc != self.crc:
+                    raise ArchiveError(M("gzip-crc", at=self.total_in))
+                if size != self.member_out & 0xFFFFFFFF:
+                    raise ArchiveError(M("gzip-length", at=self.total_in))
                 self.mode, self.trailer = _Mode.END, bytearray()
             return b"", take
         if self.mode is _Mode.END:
@@ -281,8 +293,7 @@ class GzipDecoder:
                 return data + more, used + more_used
             return data, used
         if code not in (_Z_OK, _Z_BUF_ERROR):
-            message = (stream.msg or b"").decode(errors="replace") or f"code {code}"
-            raise ArchiveError(M("corrupt-data", at=self.total_in, detail=message))
+            raise _refused(self.total_in, (stream.msg or b"").decode(errors="replace") or f"code {code}")
         if not self.want and self.total_out - self.last_checkpoint >= self.span:
             self.want = True
         if self.want and stream.data_type & 128 and not stream.data_type & 64 and self.member_out:
@@ -370,10 +381,15 @@ class StdlibDecoder:
                 if self.carry[0] == 0:
                     self.carry = self.carry.lstrip(b"\0")
                     return b"", 0
+                first, at = self.carry[0], self.total_in - len(self.carry)
             elif buf[pos] == 0:
                 zeros = len(buf) - pos - len(buf[pos:].lstrip(b"\0"))
                 self.total_in += zeros
                 return b"", zeros
+            else:
+                first, at = buf[pos], self.total_in
+            if first != _MAGIC[self.kind]:
+                raise ArchiveError(M("trailing-bytes", at=at))
             self._new()
         decoder = self.decoder
         if self.carry:
@@ -386,7 +402,7 @@ class StdlibDecoder:
         try:
             out = decoder.decompress(data, _OUT)
         except (zlib.error, OSError, lzma.LZMAError, EOFError) as error:
-            raise ArchiveError(M("corrupt-data", at=self.total_in, detail=error)) from None
+            raise _refused(self.total_in, str(error)) from None
         if decoder.eof:  # bz2/xz report the end only once every decoded byte is out
             self.ended = True
             left = decoder.unused_data

@@ -224,7 +224,7 @@ def check_dataset_folder(root: Path) -> tuple[list[Finding], bool, int]:
     if meta_missing:
         what = M("dataset-meta-missing", folder=root / "meta", names=", ".join(meta_missing))
         findings.append(failed("assets.dataset-meta", what, fix, str(root / "meta")))
-    sizes = _file_sizes(root, {str(Path(p).parent) for p in expected})
+    sizes = _file_sizes(root, _folders(expected))
     missing = [p for p in expected if sizes.get(p, 0) <= 0]
     total = sum(sizes.get(p, 0) for p in expected)
     if missing:
@@ -244,16 +244,32 @@ def _non_empty(path: Path) -> bool:
         return False
 
 
+def _folders(paths: list[str]) -> set[str]:
+    """`str(Path(p).parent)` of every path, worked out once per folder: thousands of episode files share a few.
+    Only a last part pathlib drops ('' or '.') makes the folder depend on more than the text before the last '/'."""
+    folders: set[str] = set()
+    seen: set[str] = set()
+    for path in paths:
+        head, slash, name = path.rpartition("/")
+        if name in ("", "."):
+            folders.add(str(Path(path).parent))
+        elif head + slash not in seen:
+            seen.add(head + slash)
+            folders.add(str(Path(path).parent))
+    return folders
+
+
 def _file_sizes(root: Path, folders: set[str]) -> dict[str, int]:
     """Sizes of regular files in the given folders (relative to root), one directory listing per folder."""
     sizes: dict[str, int] = {}
     for folder in folders:
+        prefix = f"{folder}/" if folder != "." else ""
         try:
             with os.scandir(root / folder) as entries:
                 for entry in entries:
                     try:
                         if entry.is_file():
-                            sizes[f"{folder}/{entry.name}" if folder != "." else entry.name] = entry.stat().st_size
+                            sizes[prefix + entry.name] = entry.stat().st_size
                     except OSError:
                         continue
         except OSError:

@@ -1,13 +1,13 @@
-"""openpi's transformers patch: applied only when absent, in the seed's log order.
+"""openpi's transformers patch: whether it is in place, and whether openpi's script can apply it.
 
 The patch is present when `transformers/models/siglip/check.py` exists. The transformers package is located
-with `importlib.util.find_spec`, which does not import it (importing transformers takes seconds).
+with `importlib.util.find_spec`, which does not import it (importing transformers takes seconds). Applying it
+(`launch.run.apply_patch`, only when absent, in the seed's log order) is launch's.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -54,18 +54,3 @@ def patch_state(openpi_dir: Path, package_dir: Path | None) -> PatchState:
     if (package_dir / MARKER).is_file():
         return PatchState(PatchStatus.PRESENT, package_dir, script)
     return PatchState(PatchStatus.APPLY if script.is_file() else PatchStatus.UNAVAILABLE, package_dir, script)
-
-
-def apply_patch(state: PatchState, openpi_dir: Path) -> tuple[bool, str]:
-    """Run the base image's patch script (only for status APPLY); return (ok, its combined output)."""
-    result = subprocess.run(
-        ["bash", str(state.script)],
-        cwd=openpi_dir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        check=False,
-    )
-    ok = result.returncode == 0 and state.transformers_dir is not None and (state.transformers_dir / MARKER).is_file()
-    return ok, result.stdout

@@ -23,7 +23,8 @@ from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.messages import Lang, Text, render
 from entrypoint.core.settings import Device
 from entrypoint.fabric.inventory import Transport
-from entrypoint.fabric.nccl_log import debug_env, proof_findings, read_logs
+from entrypoint.fabric.nccl_debug import debug_env
+from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect.topology import Topology
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import say

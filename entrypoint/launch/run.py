@@ -9,6 +9,7 @@ the node log and start-up record. The exit code is training's own, or 128+N when
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from entrypoint.core.report import command_line, health_summary
 from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
-from entrypoint.inspect.patch import PatchStatus, apply_patch
+from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
 from entrypoint.inspect.resume import set_aside
 from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
@@ -81,6 +82,21 @@ def _ended_early(record: StartupRecord, code: int, outcome: OutcomeClass) -> int
     record.data["outcome"] = {"exit_code": code, "class": outcome.value}
     record.write()
     return code
+
+
+def apply_patch(state: PatchState, openpi_dir: Path) -> tuple[bool, str]:
+    """Run the base image's patch script (only for status APPLY); return (ok, its combined output)."""
+    result = subprocess.run(
+        ["bash", str(state.script)],
+        cwd=openpi_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        check=False,
+    )
+    ok = result.returncode == 0 and state.transformers_dir is not None and (state.transformers_dir / MARKER).is_file()
+    return ok, result.stdout
 
 
 def _prepare(plan: Plan, out: Tee, lang: Lang) -> dict[str, object]:

@@ -8,7 +8,8 @@ Contract of `fetch(source, into, ...)`:
 - Each connect and each read waits at most `timeout_s`: a server that accepts and then falls silent is a
   stall, not a hang. A failed attempt (timeout, reset, early close, HTTP 408/429/5xx) is retried up to
   `attempts` tries in all, waiting `backoff_s`, doubling, capped at `max_backoff_s`; a `deadline_s`, when
-  given, bounds the whole fetch. Other HTTP errors (404, 403 …) fail at once.
+  given, bounds the whole fetch (one it ends fails with kind `deadline`). Other HTTP errors (404, 403 …) fail at
+  once.
 - A retry resumes where the last attempt stopped with an HTTP `Range` request (guarded by `If-Range` with the
   first response's ETag or Last-Modified); a server that ignores the range gets the whole file again. A
   `.part` file left by an earlier process is resumed too (its bytes are hashed first); a pinned `sha256`
@@ -368,12 +369,14 @@ class _Transfer:
         except (TimeoutError, http.client.RemoteDisconnected, ConnectionError, http.client.IncompleteRead) as error:
             at = self.base + self.have
             if isinstance(error, TimeoutError):
+                self._check_deadline(timeout)
                 raise self._failure(FailureKind.TIMEOUT, M("stalled", seconds=timeout, offset=at), True) from None
             lost = M("connection-lost", error=type(error).__name__, offset=at)
             raise self._failure(FailureKind.NETWORK, lost, True) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             reason = getattr(error, "reason", error)
             if isinstance(reason, TimeoutError):
+                self._check_deadline(timeout)
                 raise self._failure(FailureKind.TIMEOUT, M("no-answer", seconds=timeout), True) from None
             raise self._failure(FailureKind.NETWORK, M("unreachable", source=where, reason=reason), True) from None
         wanted = self._wanted
@@ -457,6 +460,11 @@ class _Transfer:
         if left <= 0:
             raise self._failure(FailureKind.DEADLINE, M("deadline", seconds=self.options.deadline_s), False)
         return min(self.options.timeout_s, left)
+
+    def _check_deadline(self, timeout: float) -> None:
+        """After a timeout of `timeout` seconds: when the deadline had shortened it, the deadline ended the fetch."""
+        if self.options.deadline_s is not None and timeout < self.options.timeout_s:
+            raise self._failure(FailureKind.DEADLINE, M("deadline", seconds=self.options.deadline_s), False) from None
 
     def _failure(self, kind: FailureKind, detail: Text, retryable: bool) -> DownloadError:
         where = safe_url(self.url)

@@ -11,18 +11,19 @@ unless overridden) and `TACO_TRAIN_REPORT=1`, the last two only when the user ha
 
 Modes (`VLA_TACO`): `off`; `auto` (default): any TACO problem is a warning and training starts without it;
 `on`: a TACO problem fails the launch with exit 3 (exit 2 when a TACO setting itself is malformed).
+
+The wheel and source helpers (packaging's tags, hashing) are imported only once TACO is not off, so `check` and
+`run` with `VLA_TACO=off` do not pay for them.
 """
 
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-
-from packaging.tags import Tag
+from typing import TYPE_CHECKING
 
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, failed, passed, warned
@@ -30,9 +31,10 @@ from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text, flatten
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.environment import EnvPlan
-from entrypoint.net.source import DownloadError, check_scheme, local_path, sha256_of, source_name
 from entrypoint.taco.messages import MESSAGES as M
-from entrypoint.taco.wheel import describe_interpreter, fits, interpreter_tags, parse_wheel_name, read_record
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
 
 BAKED_DIR = Path("/opt/taco-train")
 DIST_NAME = "taco-train"
@@ -107,6 +109,8 @@ def compose_pythonpath(prefix: Path, old: str | None) -> str:
 
 def default_install_prefix() -> Path:
     """Where a start-time install goes: a fixed folder under the temp dir, so `plan` can show the exact PYTHONPATH."""
+    import tempfile
+
     return Path(tempfile.gettempdir()) / "vla-taco-train" / "site-packages"
 
 
@@ -166,6 +170,8 @@ def trouble_finding(mode: TacoMode, trouble: Trouble, id: str = "taco.wheel") ->
 
 
 def _wrong_python(file: str, wheel_tags: str, tags: list[Tag], where: str) -> Trouble:
+    from entrypoint.taco.wheel import describe_interpreter
+
     interpreter = describe_interpreter(tags)
     return Trouble(
         M("wrong-python", file=file, wheel_tags=wheel_tags, interpreter=interpreter), M("wrong-python-fix"), where
@@ -174,6 +180,8 @@ def _wrong_python(file: str, wheel_tags: str, tags: list[Tag], where: str) -> Tr
 
 def _baked(baked_dir: Path, sha256: str | None, tags: list[Tag]) -> tuple[dict[str, str] | None, Trouble | None]:
     """The baked wheel's record when the image has a usable one; a trouble when it has a broken one."""
+    from entrypoint.taco.wheel import fits, parse_wheel_name, read_record
+
     if not baked_dir.exists():
         return None, None
     record = read_record(baked_dir)
@@ -195,6 +203,9 @@ def _baked(baked_dir: Path, sha256: str | None, tags: list[Tag]) -> tuple[dict[s
 def _wheel_source(settings: Settings, tags: list[Tag], sha256: str | None) -> tuple[str, str] | Trouble:
     """(source, file name) of the wheel to install at start, or why it cannot be. A local wheel must exist and,
     when `sha256` is pinned, have that sha256 (hashed here: a wheel is tens of MB)."""
+    from entrypoint.net.source import DownloadError, check_scheme, local_path, sha256_of, source_name
+    from entrypoint.taco.wheel import fits, parse_wheel_name
+
     where = "VLA_TACO_WHEEL"
     source = settings.taco_wheel
     if source is None:
@@ -243,6 +254,8 @@ def plan_taco(
     if mode is TacoMode.OFF:
         off = passed("taco.wheel", M("off"), "VLA_TACO")
         return TacoPlan(mode, TacoStatus.OFF, M("off-reason"), profile, (off,))
+    from entrypoint.taco.wheel import interpreter_tags
+
     tags = list(python_tags) if python_tags is not None else interpreter_tags()
     findings: list[Finding] = []
 

@@ -1,5 +1,6 @@
 """Image-tier fixtures: the stand-in base and the real Dockerfile built through bake, a CFS tree to mount,
-and container helpers. This tier never skips: without Docker or buildx it fails, saying what is missing."""
+and container helpers. This tier never skips: without Docker or buildx it fails, saying what is missing.
+The session ends by checking that no registry a test started is left running or listening."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.image.registry import LAUNCHED, listening, registry_running
 from tests.support.synthetic import make_assets_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +25,15 @@ CFS_IN_CONTAINER = "/home/tione/notebook/embodied-ai/openpi-assets"
 
 def _need(condition: bool, what: str) -> None:
     if not condition:
-        pytest.fail(f"the image tier cannot run: {what}. Run scripts/setup-tools (as root) first.", pytrace=False)
+        pytest.fail(f"the image tier cannot run: {what}. Run scripts/setup-tools test (as root) first.", pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_registry_left() -> Iterator[None]:
+    """After the session, every registry started by a test has exited and nothing listens on its port."""
+    yield
+    left = [f"pid {pid} on port {port}" for pid, port in LAUNCHED if registry_running(pid) or listening(port)]
+    assert not left, f"registries left behind by the tests: {', '.join(left)}"
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,18 @@
-"""A real Docker registry on loopback for push tests: Debian's `docker-registry` 2.8 with htpasswd (bcrypt) auth
-and TLS from a throw-away self-signed certificate that the local Docker daemon trusts through
-`/etc/docker/certs.d/localhost:<port>/ca.crt` (read per connection, so no daemon restart).
+"""A real Docker registry on loopback for push tests: the `docker-registry` 2.8 binary that `scripts/setup-tools test`
+extracts into .work/tools/bin (no package, no service), with htpasswd (bcrypt) auth and TLS from a throw-away
+self-signed certificate that the local Docker daemon trusts through `/etc/docker/certs.d/localhost:<port>/ca.crt`
+(read per connection, so no daemon restart).
 
-Needs the Debian packages docker-registry, apache2-utils (htpasswd) and openssl, and write access to
-/etc/docker/certs.d (root on the machine that runs dockerd).
+The registry is a child process of the test: started by `running_registry`, stopped when it exits, and killed by the
+kernel should the test process die first. Needs that binary, the `bcrypt` module (the test extra), openssl, and
+write access to /etc/docker/certs.d (root on the machine that runs dockerd).
 """
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -20,9 +24,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
+REGISTRY_BIN = REPO / ".work" / "tools" / "bin" / "docker-registry"
 CERTS_D = Path("/etc/docker/certs.d")
-TOOLS = {"docker-registry": "docker-registry", "htpasswd": "apache2-utils", "openssl": "openssl"}
-INSTALL = "apt-get install -y docker-registry apache2-utils openssl"
+SETUP = "run scripts/setup-tools test"
+PR_SET_PDEATHSIG = 1
+BCRYPT_COST = 5  # htpasswd -B's default; the registry checks the hash on every request, so a low cost keeps pushes fast
+LAUNCHED: list[tuple[int, int]] = []  # (pid, port) of every registry started in this process, for the session check
 
 
 class RegistryUnavailable(RuntimeError):
@@ -34,6 +42,8 @@ class Registry:
     """A running registry: `host` is the `localhost:<port>` prefix of image references pushed to it."""
 
     host: str
+    port: int
+    pid: int
     username: str
     password: str
     ca_cert: Path
@@ -50,17 +60,39 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run(argv: list[str], stdin: str | None = None) -> str:
-    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=30)
+def listening(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def registry_running(pid: int) -> bool:
+    """Whether `pid` is still a process running the registry binary."""
+    try:
+        return Path(f"/proc/{pid}/exe").resolve() == REGISTRY_BIN.resolve()
+    except OSError:
+        return False
+
+
+def _run(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
         raise RegistryUnavailable(f"{argv[0]} failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout
 
 
 def _write_credentials(workdir: Path, username: str, password: str) -> Path:
-    """A bcrypt htpasswd file; the password goes through stdin, never argv."""
+    """A bcrypt htpasswd file, hashed in this process (the password never reaches an argv)."""
+    try:
+        import bcrypt
+    except ImportError:
+        raise RegistryUnavailable(
+            "the bcrypt module is missing; install the test extra: .venv/bin/python -m pip install -e '.[test]'"
+        ) from None
+    digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=BCRYPT_COST)).decode()
     path = workdir / "htpasswd"
-    path.write_text(_run(["htpasswd", "-B", "-i", "-n", username], stdin=password), encoding="utf-8")
+    path.write_text(f"{username}:{digest}\n", encoding="utf-8")
     return path
 
 
@@ -111,6 +143,11 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, cert: Path, log: Path, 
     raise RegistryUnavailable(f"registry at {url} not ready after {timeout:.0f} s; log: {log.read_text()[-2000:]}")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends SIGTERM to the registry when the test process ends."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
@@ -128,9 +165,10 @@ def running_registry(
 
     `readonly` turns on the registry's maintenance read-only mode: logins work, every upload is refused.
     """
-    missing = [f"{tool} (package {package})" for tool, package in TOOLS.items() if not shutil.which(tool)]
-    if missing:
-        raise RegistryUnavailable(f"missing {', '.join(missing)}; install with: {INSTALL}")
+    if not REGISTRY_BIN.is_file():
+        raise RegistryUnavailable(f"{REGISTRY_BIN} is missing; {SETUP}")
+    if not shutil.which("openssl"):
+        raise RegistryUnavailable(f"openssl is missing; {SETUP}")
     workdir.mkdir(parents=True, exist_ok=True)
     htpasswd = _write_credentials(workdir, username, password)
     cert, key = _write_certificate(workdir)
@@ -157,14 +195,16 @@ def running_registry(
             ) from None
         with log.open("wb") as log_file:
             proc = subprocess.Popen(
-                ["docker-registry", "serve", str(config)],
+                [str(REGISTRY_BIN), "serve", str(config)],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
             )
+        LAUNCHED.append((proc.pid, port))
         try:
             if _wait_ready(proc, f"https://{host}/v2/", cert, log, timeout):
-                yield Registry(host, username, password, cert)
+                yield Registry(host, port, proc.pid, username, password, cert)
                 return
         finally:
             _stop(proc)

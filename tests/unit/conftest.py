@@ -16,6 +16,15 @@ from tests.support.fakehosts import plain_vm
 from tests.support.synthetic import make_assets_tree, make_openpi_tree
 
 FAKE_BIN = Path(__file__).parent / "bin"
+UNIT_TIMEOUT_S = 120  # the whole unit tier takes well under a minute; one test stuck this long is a hang
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The hook sees every collected test (image tier too): bound only the ones in this folder."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
 
 
 @dataclass

@@ -179,29 +179,56 @@ def test_an_unusable_log_folder_is_decided_in_the_plan(world, tmp_path):
 # ---- start-up cost: the launch path imports only what it uses ----
 
 IMPORTS = """
-import contextlib, io, json, sys
+import sys
+at_start = set(sys.modules)
+import contextlib, io, json
 from entrypoint.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as handle:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, handle)
+    json.dump({"code": code, "modules": sorted(sys.modules), "new": sorted(set(sys.modules) - at_start)}, handle)
 """
 NOT_ON_THE_LAUNCH_PATH = ("http.client", "email", "ssl", "urllib.request", "tarfile")
+# What `check` must not import when nothing calls for it: PyYAML without a job file, packaging's tags with TACO off,
+# subprocess ever (inspection starts no process).
+NOT_FOR_CHECK = ("yaml", "packaging.tags", "subprocess")
 
 
-@pytest.mark.parametrize("command", [["check", "--json"], ["plan", "--json"], ["check"], ["run"]], ids=" ".join)
-def test_the_launch_path_imports_no_fetch_and_no_http(world, tmp_path, command):
+def imported(world: World, tmp_path: Path, command: list[str]) -> dict:
+    """`command` run in a fresh interpreter with the world's environment: exit code, every module loaded, and
+    `new`: those the interpreter's own start had not loaded."""
     out = tmp_path / "modules.json"
     subprocess.run(
         [sys.executable, "-c", IMPORTS, str(out), *command],
         env={**world.env, "PYTHONPATH": str(REPO)},
         check=True,
     )
-    result = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("command", [["check", "--json"], ["plan", "--json"], ["check"], ["run"]], ids=" ".join)
+def test_the_launch_path_imports_no_fetch_and_no_http(world, tmp_path, command):
+    result = imported(world, tmp_path, command)
     assert result["code"] == 0
     ours = [m for m in result["modules"] if m.startswith(("entrypoint.fetch", "entrypoint.net.download"))]
     assert not ours
     assert not [m for m in result["modules"] if m.split(".")[0] in NOT_ON_THE_LAUNCH_PATH]
+
+
+@pytest.mark.parametrize("command", [["check", "--json"], ["check"], ["plan", "--json"]], ids=" ".join)
+def test_check_imports_only_what_it_uses(world, tmp_path, command):
+    assert not (world.assets / "code" / "job.yaml").exists() and world.env["VLA_TACO"] == "off"
+    result = imported(world, tmp_path, command)
+    assert result["code"] == 0
+    assert not [m for m in result["new"] if m in NOT_FOR_CHECK]
+
+
+def test_a_job_file_or_taco_brings_its_imports_in(world, tmp_path):
+    """The guard above sees these modules when the path does use them."""
+    (world.assets / "code" / "job.yaml").write_text("num_train_steps: 7\n")
+    world.env["VLA_TACO"] = "auto"
+    result = imported(world, tmp_path, ["check", "--json"])
+    assert {"yaml", "packaging.tags"} <= set(result["new"])
 
 
 def test_fetch_assets_flags_are_still_there(world):

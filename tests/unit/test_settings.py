@@ -89,16 +89,16 @@ def test_relative_paths_resolve_against_the_assets_root(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, culprit, hint",
+    "text, at, what, fix",
     [
-        ("batch_sise: 3\n", "batch_sise", "batch_size"),
-        ("batch_size: [1]\n", "batch_size", "integer"),
-        ("wandb: maybe\n", "wandb", "true or false"),
-        ("precision: fp16\n", "precision", "bfloat16|float32"),
-        ("- a\n- b\n", "job.yaml", "key: value"),
-        ("batch_size: 3\n  bad: indent\n", "line 2", "syntax"),
-        ("env: {1BAD: x}\n", "env", "VARIABLE: value"),
-        ("exp_name: ../escape\n", "exp_name", "plain name"),
+        ("batch_sise: 3\n", ": batch_sise", "unknown key 'batch_sise' in the job file", "Did you mean 'batch_size'?"),
+        ("batch_size: [1]\n", ": batch_size", "batch_size=[1] is not valid: expected an integer >= 1", "to an integer"),
+        ("wandb: maybe\n", ": wandb", "wandb='maybe' is not valid: expected true or false", "to true or false"),
+        ("precision: fp16\n", ": precision", "precision='fp16' is not valid: expected one of", "bfloat16|float32"),
+        ("- a\n- b\n", "", "must be a mapping of settings, not a list", "Write one 'key: value' per line"),
+        ("batch_size: 3\n  bad: indent\n", " (line 2, column 6)", "is not valid YAML (line 2, column 6)", "syntax"),
+        ("env: {1BAD: x}\n", ": env", "env={'1BAD': 'x'} is not valid", "a mapping of VARIABLE: value"),
+        ("exp_name: ../escape\n", ": exp_name", "exp_name='../escape' is not valid", "a plain name"),
     ],
     ids=[
         "unknown-key",
@@ -111,16 +111,17 @@ def test_relative_paths_resolve_against_the_assets_root(tmp_path):
         "path-in-name",
     ],
 )
-def test_bad_job_files(tmp_path, text, culprit, hint):
+def test_bad_job_files(tmp_path, text, at, what, fix):
     job = tmp_path / "job.yaml"
     job.write_text(text)
     with pytest.raises(UserError) as caught:
         load_settings({"VLA_JOB_FILE": str(job), "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
     problem = caught.value
     assert problem.exit_code == 2
-    assert culprit in problem.where + problem.what.en
-    assert hint in problem.fix.en + problem.what.en
-    assert problem.what.zh and problem.fix.zh
+    assert problem.where == f"{job}{at}"
+    assert what in problem.what.en
+    assert fix in problem.fix.en
+    assert problem.what.zh != problem.what.en and problem.fix.zh != problem.fix.en
 
 
 def _has_type(value: object, annotation: object) -> bool:

@@ -89,9 +89,14 @@ def test_stuck_job_is_diagnosed_and_ends_with_124(world):
     assert record["stall"]["action"] == "fail"
 
 
-def test_watchdog_off_lets_a_quiet_job_finish(world):
-    result = world.cli("run", env={"VLA_STALL_TIMEOUT": "0"})
-    assert result.code == 0 and "STALL" not in result.out
+@pytest.mark.parametrize(
+    "stall_timeout, code", [("0", 0), ("1", 124)], ids=["watchdog-off-finishes", "watchdog-on-fires"]
+)
+def test_a_quiet_job_is_left_alone_only_when_the_watchdog_is_off(world, stall_timeout, code):
+    quiet = {"FAKE_TORCHRUN_QUIET_S": "3", "VLA_STALL_STARTUP_TIMEOUT": "1", "VLA_STALL_TIMEOUT": stall_timeout}
+    result = world.cli("run", env=quiet)
+    assert result.code == code, result.text
+    assert ("STALL: no training progress" in result.out) == (code == 124)
 
 
 def test_step_time_leaves_out_checkpoint_writes():
