@@ -1,8 +1,9 @@
 """Command line: `vla-entrypoint [run|check|plan|preflight|fetch-assets] [--json] [settings flags]`.
 
 With no arguments it runs the job (the container's default command). Every settings flag has a `VLA_*`
-variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified, 3 preflight failed,
-otherwise training's own (128+N after signal N).
+variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified (a bad command line too: argparse's
+English usage errors come out through the catalogue), 3 preflight failed, 124 stalled, 141 output pipe closed, 74
+output not written, otherwise training's own (128+N after signal N).
 
 Start-up cost matters (this is the container's entrypoint): each command imports only what it uses. `fetch-assets`
 and the download stack are imported only for `fetch-assets` itself; a sub-command's flags are added to the parser
@@ -12,13 +13,19 @@ only when that sub-command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
+import os
+import re
+import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from entrypoint import __version__
-from entrypoint.core.errors import ExitCode, UserError
+from entrypoint.core.errors import ExitCode, JobMisspecified, UserError
+from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
 from entrypoint.core.masking import masked
 from entrypoint.core.messages import Catalogue, Lang, Text, language, render
@@ -50,22 +57,135 @@ M = Catalogue(
         "memlock": ("locked memory: {reason}", "锁定内存:{reason}"),
         "preflight": ("preflight: {reason}", "预检:{reason}"),
         "command": ("command:", "命令:"),
+        "usage-unknown-command": ("unknown command '{command}'", "未知命令 '{command}'"),
+        "usage-unknown-command-fix": (
+            "Use one of: {commands} (vla-entrypoint --help describes them).",
+            "请使用以下命令之一:{commands}(vla-entrypoint --help 有说明)。",
+        ),
+        "usage-invalid-choice": ("{flag}: {value} is not one of {choices}", "{flag}:{value} 不在可选值 {choices} 之中"),
+        "usage-invalid-choice-fix": ("Give {flag} one of: {choices}.", "请为 {flag} 指定以下取值之一:{choices}。"),
+        "usage-missing-value": ("{flag} needs a value", "{flag} 缺少取值"),
+        "usage-missing-value-fix": (
+            "Write the value right after {flag} (see {prog} --help).",
+            "请在 {flag} 之后紧接着写上取值(参见 {prog} --help)。",
+        ),
+        "usage-invalid-value": ("{flag}: {value} is not {kind}", "{flag}:{value} 不是{kind}"),
+        "usage-kind-int": ("a whole number", "整数"),
+        "usage-kind-float": ("a number", "数字"),
+        "usage-kind-other": ("a valid {type} value", "合法的 {type} 值"),
+        "usage-takes-no-value": ("{flag} takes no value (given {value})", "{flag} 不接受取值(给出了 {value})"),
+        "usage-takes-no-value-fix": (
+            "Write the switch alone, without '=': {flag}.",
+            "请单独写开关,不要带 '=':{flag}。",
+        ),
+        "usage-setting-variable": (
+            "{prog} has no {flag} flag; the setting is still read from {variable} and the job file.",
+            "{prog} 没有 {flag} 参数;该设置仍从 {variable} 与任务文件读取。",
+        ),
+        "usage-unknown-arguments": ("{prog} does not know {arguments}", "{prog} 无法识别 {arguments}"),
+        "usage-did-you-mean": (
+            "Did you mean {flag}? ({prog} --help lists the flags.)",
+            "是否应为 {flag}?({prog} --help 列出全部参数。)",
+        ),
+        "usage-help-fix": ("See {prog} --help for the valid flags and values.", "有效的参数与取值见 {prog} --help。"),
+        "usage-other": ("invalid command line: {message}", "命令行无效:{message}"),
+        "output-failed": ("cannot write the output ({error})", "无法写出输出({error})"),
     },
 )
 
-EPILOG = """exit codes: 0 success; 2 the job is mis-specified (bad YAML, bad variable, contradictory settings);
-3 a preflight check failed (missing/corrupt assets, impossible topology); otherwise training's own exit code
-(128+N when ended by signal N). Settings precedence: defaults < /etc/vla-entrypoint/job.yaml < job file
-(VLA_JOB_FILE or <assets_root>/code/job.yaml) < VLA_* variables < these flags."""
+EPILOG = """exit codes: 0 success; 2 the job is mis-specified (bad YAML, bad variable, contradictory settings,
+bad command line); 3 a preflight check failed (missing/corrupt assets, impossible topology); 124 the stall
+watchdog ended a job that made no progress (VLA_STALL_ACTION=fail); 141 the output pipe closed early (`| head`);
+74 the output could not be written (a full disk); otherwise training's own exit code (128+N when ended by signal
+N). Settings precedence: defaults < /etc/vla-entrypoint/job.yaml < job file (VLA_JOB_FILE or
+<assets_root>/code/job.yaml) < VLA_* variables < these flags."""
+PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for a writer ended by SIGPIPE
+OUTPUT_FAILED = 74  # EX_IOERR (sysexits.h): stdout could not be written (a full disk, /dev/full)
+# The settings the bandwidth preflight reads (the job file and assets root only locate the job file).
+PREFLIGHT_KEYS = ("assets_root", "device", "rendezvous_timeout", "preflight_timeout", "preflight_min_busbw")
 FETCH_ASSETS = "fetch-assets"
 FETCH_HELP = "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked"
 
 
-def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises a `JobMisspecified` (exit 2, both languages, a fix) instead of printing an English
+    usage error; `commands` holds the sub-command parsers, for suggestions."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+
+    def error(self, message: str) -> NoReturn:
+        raise usage_error(self.prog, message)
+
+
+_USAGE = (
+    ("choice", re.compile(r"argument (?P<flag>\S+): invalid choice: (?P<value>.+?) \(choose from (?P<choices>.*)\)$")),
+    ("missing", re.compile(r"argument (?P<flag>\S+): expected (?:one|at least one) argument$")),
+    ("value", re.compile(r"argument (?P<flag>\S+): invalid (?P<type>\w+) value: (?P<value>.*)$")),
+    ("unknown", re.compile(r"unrecognized arguments: (?P<arguments>.*)$")),
+    ("explicit", re.compile(r"argument (?P<flag>\S+): ignored explicit argument (?P<value>.*)$")),
+)
+
+
+def usage_error(prog: str, message: str) -> JobMisspecified:
+    """argparse's English `message` as the catalogue's error, naming the flag (or the command line)."""
+    for kind, pattern in _USAGE:
+        match = pattern.match(message)
+        if match is None:
+            continue
+        fields = match.groupdict()
+        if kind == "choice" and fields["flag"] == "COMMAND":
+            command = fields["value"].strip("'")
+            what = M("usage-unknown-command", command=command)
+            return JobMisspecified(
+                "cli.usage", command, what, M("usage-unknown-command-fix", commands=fields["choices"])
+            )
+        if kind == "choice":
+            what = M("usage-invalid-choice", **fields)
+            return JobMisspecified("cli.usage", fields["flag"], what, M("usage-invalid-choice-fix", **fields))
+        if kind == "missing":
+            what = M("usage-missing-value", flag=fields["flag"])
+            return JobMisspecified(
+                "cli.usage", fields["flag"], what, M("usage-missing-value-fix", flag=fields["flag"], prog=prog)
+            )
+        if kind == "value":
+            known = {"int": M("usage-kind-int"), "float": M("usage-kind-float")}
+            what_kind = known.get(fields["type"]) or M("usage-kind-other", type=fields["type"])
+            what = M("usage-invalid-value", flag=fields["flag"], value=fields["value"], kind=what_kind)
+            return JobMisspecified("cli.usage", fields["flag"], what, M("usage-help-fix", prog=prog))
+        if kind == "explicit":
+            what = M("usage-takes-no-value", **fields)
+            return JobMisspecified("cli.usage", fields["flag"], what, M("usage-takes-no-value-fix", **fields))
+        return unknown_arguments(prog, fields["arguments"].split(), [])
+    return JobMisspecified("cli.usage", prog, M("usage-other", message=message), M("usage-help-fix", prog=prog))
+
+
+def unknown_arguments(prog: str, arguments: list[str], flags: Sequence[str]) -> JobMisspecified:
+    """Arguments `prog` does not take; the fix suggests the closest of its `flags`."""
+    import difflib
+
+    first = arguments[0]
+    flag = first.split("=", 1)[0]
+    setting = next((key for key in KEYS if key.flag == flag), None)
+    close = difflib.get_close_matches(flag, flags, n=1) if first.startswith("-") else []
+    if setting is not None:
+        fix = M("usage-setting-variable", prog=prog, flag=flag, variable=setting.env)
+    elif close:
+        fix = M("usage-did-you-mean", flag=close[0], prog=prog)
+    else:
+        fix = M("usage-help-fix", prog=prog)
+    return JobMisspecified(
+        "cli.usage", first, M("usage-unknown-arguments", prog=prog, arguments=" ".join(arguments)), fix
+    )
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, names: Sequence[str] | None = None) -> None:
+    """The settings flags (`names` only, when given) and `--job-file`."""
     group = parser.add_argument_group("job settings (each also a VLA_* variable)")
     group.add_argument("--job-file", dest="job_file", metavar="PATH", help="YAML job file [env VLA_JOB_FILE]")
     for key in KEYS:
-        if key.kind is Kind.ENV:
+        if key.kind is Kind.ENV or (names is not None and key.name not in names):
             continue
         text = f"{key.help} [env {key.env}; default {key.default!r}]".replace("%", "%%")
         if key.kind is Kind.BOOL:
@@ -80,10 +200,10 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
             )
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> _Parser:
     """The whole command line; given the `command` about to run, only that sub-command gets its flags (the others'
     cost start-up time, and `fetch-assets`' import its module)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vla-entrypoint",
         description="Launch openpi training on TI-ONE: read the platform's variables, verify assets, decide resume, "
         "start torchrun.",
@@ -104,8 +224,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         if name in ("check", "plan", "preflight"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+        parser.commands[name] = sub
         if command in (None, name):
-            _add_setting_flags(sub)
+            _add_setting_flags(sub, PREFLIGHT_KEYS if name == "preflight" else None)
     fetch = commands.add_parser(
         FETCH_ASSETS,
         help=FETCH_HELP,
@@ -113,6 +234,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog="exit codes: 0 done and checked; 2 bad manifest, URL or entry name; "
         "3 a download, verification, disk or check failure (run again to resume)",
     )
+    parser.commands[FETCH_ASSETS] = fetch
     if command in (None, FETCH_ASSETS):
         from entrypoint.fetch.command import add_arguments
 
@@ -168,12 +290,16 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
 
 
 def _preflight(host: Host, args: argparse.Namespace) -> int:
-    from entrypoint.launch.preflight import run_preflight, table
+    from entrypoint.launch.preflight import PreflightResult, PreflightStatus, run_preflight, table
     from entrypoint.plan import build_plan
 
     plan = build_plan(host, _flags(args))
     lang = language(host.env)
-    result = run_preflight(plan, plan.environment(), sys.stderr if args.json else sys.stdout, lang)
+    unusable = [f for f in plan.findings if f.id == "trainer.torchrun" and f.status is Status.FAIL]
+    if unusable:  # the preflight is a torchrun job too: it cannot start
+        result = PreflightResult(PreflightStatus.ERROR, None, findings=unusable)
+    else:
+        result = run_preflight(plan, plan.environment(), sys.stderr if args.json else sys.stdout, lang)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -186,17 +312,58 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The command line's exit code. Output that cannot be written (a pipe closed by `| head`, a full disk) ends
+    the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback."""
+    try:
+        code = _main(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _silence_failed_streams()
+        return PIPE_CLOSED
+    except OSError as error:
+        if error.filename is not None or error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise  # not a failed write of our output
+        _silence_failed_streams()
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr at all: None
+            sys.stderr.write(
+                render(M("output-failed", error=error.strerror), Lang.BOTH, lead="vla-entrypoint: ") + "\n"
+            )
+            sys.stderr.flush()
+        return OUTPUT_FAILED
+
+
+def _silence_failed_streams() -> None:
+    """Point stdout or stderr, whichever cannot be written, at /dev/null, so that what is still buffered cannot
+    fail again when Python exits."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with the descriptor closed
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
+
+
+def _main(argv: list[str]) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run", *argv]
+    json_mode = "--json" in argv
     parser = build_parser(argv[0])
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed the usage error
-        return ExitCode.JOB_MISSPECIFIED if exc.code else 0
-    host = Host.current()
-    json_mode = getattr(args, "json", False)
-    try:
+        try:
+            args, unknown = parser.parse_known_args(argv)
+        except SystemExit as exc:  # --help, --version
+            return ExitCode.JOB_MISSPECIFIED if exc.code else 0
+        if unknown:
+            sub = parser.commands.get(str(getattr(args, "command", "")))
+            flags = sorted(sub._option_string_actions) if sub is not None else []
+            raise unknown_arguments(sub.prog if sub is not None else parser.prog, unknown, flags)
+        json_mode = getattr(args, "json", False)
+        host = Host.current()
         if args.command == "run":
             from entrypoint.launch.run import run
 

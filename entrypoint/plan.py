@@ -10,17 +10,29 @@ only withdraw TACO's exports when activation fails. Settings or topology that ca
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, exit_code_of, failed, passed, warned
 from entrypoint.core.host import Host
+from entrypoint.core.masking import mask_json
 from entrypoint.core.messages import Catalogue, Text, flatten
-from entrypoint.core.settings import PreflightMode, Settings, load_settings, suggest_variable
+from entrypoint.core.settings import (
+    KEYS_BY_NAME,
+    NAME_MAX,
+    Precision,
+    PreflightMode,
+    Settings,
+    load_settings,
+    suggest_variable,
+)
 from entrypoint.fabric.decide import FabricPlan, plan_fabric
 from entrypoint.fabric.inventory import Memlock
 from entrypoint.fabric.nccl_debug import DEBUG_VARIABLES, debug_env
@@ -46,6 +58,72 @@ M = Catalogue(
         "torchrun-fix": (
             "Use an image with PyTorch installed (the VLA base has it), or fix PATH.",
             "请使用已安装 PyTorch 的镜像(VLA 基础镜像已包含),或修正 PATH。",
+        ),
+        "torchrun-broken": ("{path} is on PATH but cannot run: {reason}", "{path} 位于 PATH 中,但无法运行:{reason}"),
+        "torchrun-broken-fix": (
+            "Reinstall PyTorch in the image (pip install --force-reinstall torch), or fix PATH so that a working "
+            "torchrun comes first.",
+            "请在镜像中重新安装 PyTorch(pip install --force-reinstall torch),或修正 PATH,让可用的 torchrun 排在前面。",
+        ),
+        "torchrun-no-permission": (
+            "it may not be executed (no execute permission, or its file system is mounted noexec)",
+            "它不允许执行(缺少执行权限,或所在文件系统以 noexec 挂载)",
+        ),
+        "torchrun-directory": ("it is a folder", "它是文件夹"),
+        "torchrun-special": ("it is not a regular file", "它不是普通文件"),
+        "torchrun-dangling": ("it is a symbolic link to a missing file", "它是指向缺失文件的符号链接"),
+        "torchrun-interpreter": (
+            "its first line names the interpreter '{interpreter}', which is missing or cannot run",
+            "其首行指定的解释器 '{interpreter}' 缺失或无法运行",
+        ),
+        "torchrun-format": (
+            "it is neither a script starting with #! nor a compiled program",
+            "它既不是以 #! 开头的脚本,也不是编译好的程序",
+        ),
+        "node-file-name-too-long": (
+            "{where}: this node's file name {name} would be {size} bytes; a file name may be at most {limit} bytes",
+            "{where}:本节点的文件名 {name} 将长达 {size} 字节;文件名最多 {limit} 字节",
+        ),
+        "node-file-name-too-long-fix": (
+            "Shorten the experiment name ({where}) by at least {excess} bytes.",
+            "请把实验名({where})至少缩短 {excess} 字节。",
+        ),
+        "argument-too-long": (
+            "{where}: an argument of {size} bytes ({start}…) is more than the {limit} bytes Linux passes to a program",
+            "{where}:有一个参数长 {size} 字节({start}…),超出 Linux 可传给程序的 {limit} 字节",
+        ),
+        "argument-too-long-fix": (
+            "Shorten it, or pass the value in a file instead.",
+            "请缩短该参数,或改为通过文件传递其值。",
+        ),
+        "command-too-long": (
+            "torchrun's command line and environment come to {size} bytes, more than this system's limit of {limit}",
+            "torchrun 的命令行与环境变量共 {size} 字节,超出本系统上限 {limit} 字节",
+        ),
+        "command-too-long-fix": ("Shorten {where} or the environment.", "请缩短 {where} 或环境变量。"),
+        "extra-args-owned": (
+            "{where} passes {flag} to the trainer, but the launcher sets that flag itself",
+            "{where} 向训练脚本传入了 {flag},但该参数由启动器自行设置",
+        ),
+        "extra-args-owned-fix": ("Remove {flag} from {where}; {instead}", "请从 {where} 中删除 {flag};{instead}"),
+        "owned-by-setting": (
+            "set {variable} instead (or {key} in the job file).",
+            "请改为设置 {variable}(或任务文件中的 {key})。",
+        ),
+        "owned-resume": (
+            "the launcher resumes from the latest complete checkpoint by itself; set VLA_OVERWRITE=1 to start "
+            "fresh instead.",
+            "启动器会自动从最新的完整检查点续训;如需从头开始,请设置 VLA_OVERWRITE=1。",
+        ),
+        "owned-overwrite": (
+            "set VLA_OVERWRITE=1 instead: the old experiment is moved aside, never deleted (openpi's --overwrite "
+            "deletes it on every rank at once).",
+            "请改为设置 VLA_OVERWRITE=1:旧实验目录会被移到一旁,不会删除"
+            "(openpi 的 --overwrite 会在每个 rank 上同时删除它)。",
+        ),
+        "owned-generic": (
+            "its value comes from the settings (see the README's Settings table).",
+            "其取值来自设置(参见 README 的设置表)。",
         ),
         "patch-present": ("transformers patch already present", "transformers 补丁已存在"),
         "patch-apply": (
@@ -101,6 +179,8 @@ M = Catalogue(
 )
 
 ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
+_MAX_INTERPRETERS = 4  # nested #! interpreters Linux follows
+MAX_ARG_BYTES = 131072  # MAX_ARG_STRLEN: the most one argument or variable passed to a program may take, NUL included
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
 
 
@@ -241,7 +321,7 @@ class Plan:
             data["command"] = self.command
             data["cwd"] = self.launch.cwd
             data["launch"] = self.launch.to_json()
-        return data
+        return mask_json(data)  # shown, logged and recorded: secrets masked; `command` itself keeps the real values
 
 
 def torchrun_command(
@@ -273,7 +353,13 @@ def node_files(settings: Settings, node_rank: int, stamp: str) -> NodeFiles:
     ok, detail = writable(log_dir)
     if not ok:
         return NodeFiles(stamp, None, detail)
-    return NodeFiles(stamp, log_dir / f"{settings.exp_name}-node{node_rank}-{stamp}.log")
+    stem = f"{settings.exp_name}-node{node_rank}-"
+    chosen = stamp
+    for n in range(2, 100):  # a run of this node started in the same second keeps its files: `<stamp>-<n>`
+        if not any(os.path.lexists(log_dir / f"{stem}{chosen}{ext}") for ext in (".log", ".json")):
+            break
+        chosen = f"{stamp}-{n}"
+    return NodeFiles(chosen, log_dir / f"{stem}{chosen}.log")
 
 
 def memlock_intent(memlock: Memlock) -> MemlockIntent:
@@ -300,7 +386,8 @@ def _route_node_files(
     return routed, M("nccl-debug-routed", folder=str(files.nccl_dir))
 
 
-def _check_trainer(settings: Settings, command: list[str]) -> list[Finding]:
+def _check_trainer(settings: Settings, command: list[str], search_path: str | None) -> list[Finding]:
+    """openpi's trainer script exists; torchrun (`command[0]`, found on `search_path`) can really be executed."""
     findings: list[Finding] = []
     script = Path(settings.openpi_dir) / TRAINER_SCRIPT
     if not script.is_file():
@@ -312,9 +399,172 @@ def _check_trainer(settings: Settings, command: list[str]) -> list[Finding]:
                 str(script),
             )
         )
-    if not Path(command[0]).is_absolute():
+    found = Path(command[0]) if Path(command[0]).is_absolute() else _unusable_on_path("torchrun", search_path)
+    if found is None:
         findings.append(failed("trainer.torchrun", M("torchrun-missing"), M("torchrun-fix"), "PATH"))
+        return findings
+    reason = _why_not_executable(found, search_path)
+    if reason is not None:
+        what = M("torchrun-broken", path=str(found), reason=reason)
+        findings.append(failed("trainer.torchrun", what, M("torchrun-broken-fix"), str(found)))
     return findings
+
+
+def _unusable_on_path(name: str, search_path: str | None) -> Path | None:
+    """The first `name` on `search_path` that `shutil.which` passed over (a folder, a file without execute
+    permission, a dangling link); None when there is none at all."""
+    for folder in (search_path or "").split(os.pathsep):
+        candidate = Path(folder or ".") / name
+        if os.path.lexists(candidate):
+            return candidate
+    return None
+
+
+def _why_not_executable(path: Path, search_path: str | None, depth: int = 0) -> Text | None:
+    """Why `execve(path)` would fail, from its mode and its first bytes (read without blocking), following a #!
+    interpreter that is itself a script as the kernel does; None when it would start. A file that cannot be read is
+    given the benefit of the doubt (a program needs only execute permission)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return M("torchrun-dangling")
+    if stat.S_ISDIR(mode):
+        return M("torchrun-directory")
+    if not stat.S_ISREG(mode):
+        return M("torchrun-special")
+    if not os.access(path, os.X_OK):
+        return M("torchrun-no-permission")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        head = os.read(fd, 256)  # the kernel reads no more of a #! line
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if head.startswith(b"\x7fELF"):
+        return None
+    if not head.startswith(b"#!"):
+        return M("torchrun-format")
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return M("torchrun-format")
+    interpreter = words[0]
+    runnable = os.path.isabs(interpreter) and os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)
+    if not runnable or (depth < _MAX_INTERPRETERS and _why_not_executable(Path(interpreter), search_path, depth + 1)):
+        return M("torchrun-interpreter", interpreter=interpreter)
+    program = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), None)
+    if os.path.basename(interpreter) == "env" and program and shutil.which(program, path=search_path) is None:
+        return M("torchrun-interpreter", interpreter=f"{interpreter} {program}")
+    return None
+
+
+def _fit_names(settings: Settings, files: NodeFiles) -> tuple[NodeFiles, list[Finding]]:
+    """This node's files when every name fits in `NAME_MAX` bytes; otherwise none (the run would crash creating
+    them) and the finding that names the experiment name."""
+    if files.log is None:
+        return files, []
+    names = [p.name for p in (files.log, files.record, files.error_file, files.nccl_dir, files.stacks) if p]
+    longest = max(names, key=lambda name: len(name.encode("utf-8", "surrogateescape")))
+    size = len(longest.encode("utf-8", "surrogateescape"))
+    if size <= NAME_MAX:
+        return files, []
+    where = settings.where("exp_name")
+    what = M("node-file-name-too-long", where=where, name=f"{longest[:32]}…{longest[-32:]}", size=size, limit=NAME_MAX)
+    fix = M("node-file-name-too-long-fix", where=where, excess=size - NAME_MAX)
+    return NodeFiles(files.stamp, None, what.en), [
+        failed("settings.name-too-long", what, fix, where, ExitCode.JOB_MISSPECIFIED)
+    ]
+
+
+def launcher_flags() -> frozenset[str]:
+    """Every trainer flag the launcher sets itself, read from the argv it builds (both polarities of a switch)."""
+    flags: set[str] = set()
+    for switch in (False, True):
+        sample = TrainerFlags(
+            exp_name="x",
+            batch_size=1,
+            num_train_steps=1,
+            log_interval=1,
+            save_interval=1,
+            precision=Precision.BFLOAT16,
+            wandb=switch,
+            weights=Path("w"),
+            assets_base_dir=Path("a"),
+            checkpoint_base_dir=Path("c"),
+            num_workers=1,
+            resume=switch,
+        )
+        flags.update(arg for arg in sample.argv("config") if arg.startswith("--"))
+    return frozenset(flags | {"--" + flag.removeprefix("--no-") for flag in flags if flag.startswith("--no-")})
+
+
+# What to set instead of each trainer flag the launcher owns (a test keeps this in step with `launcher_flags`).
+OWNED_FLAG_SETTINGS = {
+    "--exp-name": "exp_name",
+    "--pytorch-weight-path": "weights",
+    "--pytorch-training-precision": "precision",
+    "--batch-size": "batch_size",
+    "--num-train-steps": "num_train_steps",
+    "--log-interval": "log_interval",
+    "--save-interval": "save_interval",
+    "--wandb-enabled": "wandb",
+    "--no-wandb-enabled": "wandb",
+    "--assets-base-dir": "assets_base_dir",
+    "--checkpoint-base-dir": "checkpoint_base_dir",
+    "--num-workers": "num_workers",
+    "--resume": "resume",
+    "--no-resume": "resume",
+    "--overwrite": "overwrite",
+    "--no-overwrite": "overwrite",
+}
+
+
+def _owned_flag_findings(settings: Settings) -> list[Finding]:
+    """`extra_args` may not set a flag the launcher sets: the trainer would get it twice, and `--overwrite` (which
+    deletes the experiment on every rank) or `--resume` would override the launcher's decisions."""
+    owned = launcher_flags()
+    where = settings.where("extra_args")
+    findings = []
+    for arg in settings.extra_args:
+        flag = arg.split("=", 1)[0].replace("_", "-")
+        if not arg.startswith("--") or flag not in owned:
+            continue
+        setting = OWNED_FLAG_SETTINGS.get(flag)
+        if setting == "resume":
+            instead = M("owned-resume")
+        elif setting == "overwrite":
+            instead = M("owned-overwrite")
+        elif setting is not None:
+            instead = M("owned-by-setting", variable=KEYS_BY_NAME[setting].env, key=setting)
+        else:
+            instead = M("owned-generic")
+        what = M("extra-args-owned", where=where, flag=flag)
+        fix = M("extra-args-owned-fix", flag=flag, where=where, instead=instead)
+        findings.append(failed("settings.extra-args", what, fix, where, ExitCode.JOB_MISSPECIFIED))
+    return findings
+
+
+def _exec_size_findings(settings: Settings, command: list[str], env: Mapping[str, str]) -> list[Finding]:
+    """torchrun's argv and environment fit what `execve` accepts: each item at most `MAX_ARG_BYTES`, all together
+    at most the system's ARG_MAX (otherwise `run` would fail with 'Argument list too long')."""
+    where = settings.where("extra_args")
+    for item, at in [*((arg, where) for arg in command), *((f"{k}={v}", f"env {k}") for k, v in env.items())]:
+        size = len(item.encode("utf-8", "surrogateescape")) + 1
+        if size > MAX_ARG_BYTES:
+            what = M("argument-too-long", where=at, size=size, start=item[:24], limit=MAX_ARG_BYTES)
+            fix = M("argument-too-long-fix")
+            return [failed("settings.argument-too-long", what, fix, at, ExitCode.JOB_MISSPECIFIED)]
+    items = [*command, *(f"{k}={v}" for k, v in env.items())]
+    total = sum(len(item.encode("utf-8", "surrogateescape")) + 1 + 8 for item in items)  # + NUL + pointer
+    limit = os.sysconf("SC_ARG_MAX")
+    if total > limit:
+        what = M("command-too-long", size=total, limit=limit)
+        fix = M("command-too-long-fix", where=where)
+        return [failed("settings.argument-too-long", what, fix, where, ExitCode.JOB_MISSPECIFIED)]
+    return []
 
 
 def _patch_finding(state: PatchState) -> Finding:
@@ -365,7 +615,8 @@ def build_plan(host: Host, flags: Mapping[str, object] | None = None, clock: Cal
     taco = plan_taco(settings, env_plan.apply(inherited), baked_dir=host.path("/opt/taco-train"))
     env_plan.merge(taco.env)
     findings += taco.findings
-    files = node_files(settings, topology.node_rank, stamp)
+    files, name_findings = _fit_names(settings, node_files(settings, topology.node_rank, stamp))
+    findings += name_findings
     nccl_debug, nccl_reason = _route_node_files(env_plan, inherited, fabric, files)
     error_file = env_plan.apply(inherited).get(ERROR_FILE_VARIABLE)
     patch = patch_state(Path(settings.openpi_dir), transformers_dir())
@@ -386,7 +637,9 @@ def build_plan(host: Host, flags: Mapping[str, object] | None = None, clock: Cal
         extra_args=tuple(settings.extra_args),
     )
     command = torchrun_command(topology, trainer.argv(settings.train_config), inherited, settings.rendezvous_timeout)
-    findings += _check_trainer(settings, command)
+    findings += _check_trainer(settings, command, inherited.get("PATH"))
+    findings += _owned_flag_findings(settings)
+    findings += _exec_size_findings(settings, command, env_plan.apply(inherited))
     launch = Launch(
         command=command,
         cwd=str(settings.openpi_dir),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import ClassVar
 
+from entrypoint.core.masking import mask_json
 from entrypoint.core.messages import Text, flatten
 
 
@@ -31,13 +32,16 @@ class UserError(Exception):
         self.id, self.where, self.what, self.fix = id, where, what, fix
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "exit_code": int(self.exit_code),
-            **flatten(self.what, "message"),
-            "where": self.where,
-            **flatten(self.fix, "hint"),
-        }
+        """The error as JSON with secrets masked (a bad value may be quoted in the message)."""
+        return mask_json(
+            {
+                "id": self.id,
+                "exit_code": int(self.exit_code),
+                **flatten(self.what, "message"),
+                "where": self.where,
+                **flatten(self.fix, "hint"),
+            }
+        )
 
 
 class JobMisspecified(UserError):

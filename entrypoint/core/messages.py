@@ -14,7 +14,7 @@ flattens a `Text` one way only (`flatten`: `<key>` English, `<key>_zh` Chinese).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
@@ -102,3 +102,11 @@ def render(text: Text, lang: Lang | str, *, lead: str = "", indent: str | None =
 def flatten(text: Text | None, key: str) -> dict[str, str | None]:
     """A `Text` as JSON fields: `key` in English and `key_zh` in Chinese (None when there is no text)."""
     return {key: text.en if text else None, f"{key}_zh": text.zh if text else None}
+
+
+def joined(parts: Iterable[Text], separator: str = ", ", separator_zh: str | None = None) -> Text:
+    """Several texts as one list, each language joined with its own separator (`separator_zh` defaults to
+    `separator`)."""
+    items = list(parts)
+    zh = separator if separator_zh is None else separator_zh
+    return Text(separator.join(t.en for t in items), zh.join(t.zh for t in items))

@@ -1,7 +1,8 @@
 """Human-readable output: the health-check summary, a command-ending error and the command line.
 
 The banner lines (`== ... health check: ... ==`, `== health check summary: PASS (...) ==`) stay English in
-every language: scripts and tests look for them in logs.
+every language: scripts and tests look for them in logs. Everything printed here is masked (`core.masking`): a
+finding or an error may quote a value that carries a secret.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TextIO
 from entrypoint import __version__
 from entrypoint.core.errors import UserError
 from entrypoint.core.findings import Finding, Status
+from entrypoint.core.masking import mask_argv, mask_text
 from entrypoint.core.messages import Lang, render
 
 _LABEL = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL"}
@@ -24,9 +26,10 @@ def health_summary(findings: Sequence[Finding], heading: str, lang: Lang | str, 
     width = max((len(f.id) for f in findings), default=10)
     pad = " " * (width + 10)
     for finding in findings:
-        print(render(finding.message, lang, lead=f"  {_LABEL[finding.status]}  {finding.id:<{width}}  "), file=out)
+        lead = f"  {_LABEL[finding.status]}  {finding.id:<{width}}  "
+        print(mask_text(render(finding.message, lang, lead=lead)), file=out)
         if finding.status is not Status.PASS and finding.hint:
-            print(render(finding.hint, lang, lead=pad + "-> "), file=out)
+            print(mask_text(render(finding.hint, lang, lead=pad + "-> ")), file=out)
     counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
     verdict = "FAIL" if counts[Status.FAIL] else "PASS"
     print(
@@ -39,7 +42,7 @@ def health_summary(findings: Sequence[Finding], heading: str, lang: Lang | str, 
 
 def problem_block(error: UserError) -> str:
     """A command-ending error, always in both languages: this is what a failed job leaves in its log."""
-    return (
+    return mask_text(
         f"vla-entrypoint: error [{error.id}] at {error.where}\n"
         f"  problem: {error.what.en}\n"
         f"  fix:     {error.fix.en}\n"
@@ -49,4 +52,5 @@ def problem_block(error: UserError) -> str:
 
 
 def command_line(command: list[str], cwd: str) -> str:
-    return f"cd {shlex.quote(cwd)} && " + shlex.join(command)
+    """The command as a shell line, for display: secret flag values and URL credentials masked."""
+    return f"cd {shlex.quote(mask_text(cwd))} && " + shlex.join(mask_argv(command))

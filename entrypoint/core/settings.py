@@ -7,6 +7,11 @@ present) -> `VLA_*` variables -> command-line flags. Any bad value raises `JobMi
 Each field of `Settings` is one key: its annotation is the type (`| None` means 'none'/'null'/'auto' unset it; a
 `StrEnum` lists the choices) and `setting(...)` gives its default and description. `KEYS` is derived from the
 fields, so the table the CLI and the README show cannot drift from what the code reads.
+
+Edges: an empty value is an error, never 'none'; integers are at most 2**63-1 (huge text is never converted); a
+name in a path, name or id key is at most `NAME_MAX` bytes and a resolved path at most `PATH_MAX`; a job file
+that is there but is no regular file (a folder, a FIFO, a dangling link) is an error, never skipped or opened
+blocking, and its YAML is read strictly (`core.yamlfile`: bounded, no duplicate keys, plain values only).
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ from typing import Any, Literal, TypeVar, overload
 from entrypoint.core.errors import JobMisspecified
 from entrypoint.core.masking import masked, safe_url
 from entrypoint.core.messages import Catalogue, Text
+from entrypoint.core.textfile import FileProblem, read_text
 
 MESSAGES = Catalogue(
     "core",
     {
-        "setting-invalid": ("{where}={raw!r} is not valid: expected {expected}", "{where}={raw!r} 无效:应为{expected}"),
+        "setting-invalid": ("{where}={raw} is not valid: expected {expected}", "{where}={raw} 无效:应为{expected}"),
         "setting-invalid-fix": ("Set {where} to {expected} ({help}).", "请把 {where} 设为{expected}({help})。"),
         "expected-integer": ("an integer >= {minimum}", "不小于 {minimum} 的整数"),
+        "expected-integer-range": ("an integer from {minimum} to {maximum}", "{minimum} 到 {maximum} 之间的整数"),
         "expected-positive": ("a positive number", "正数"),
         "expected-bool": ("true or false (1/0)", "true 或 false(1/0)"),
         "expected-text": ("a non-empty string", "非空字符串"),
@@ -82,6 +89,21 @@ MESSAGES = Catalogue(
         ),
         "job-file-missing": ("the job file {path} does not exist", "任务文件 {path} 不存在"),
         "job-file-missing-fix": ("Create {path}, or unset {where}.", "请创建 {path},或取消 {where}。"),
+        "setting-empty": ("{where} is set but empty", "{where} 已设置,但值为空"),
+        "setting-empty-fix": (
+            "Unset {where} for the default ({default}), or give it a value: {help}.",
+            "如需默认值({default}),请取消设置 {where};否则请填写取值:{help}。",
+        ),
+        "name-too-long": (
+            "{where}: the name '{name}' is {size} bytes; a file or folder name may be at most {limit} bytes",
+            "{where}:名称 '{name}' 长 {size} 字节;文件或文件夹名最多 {limit} 字节",
+        ),
+        "name-too-long-fix": ("Shorten that name in {where}.", "请在 {where} 中缩短该名称。"),
+        "path-too-long": (
+            "{where}: the path {path} is {size} bytes; a path may be at most {limit} bytes",
+            "{where}:路径 {path} 长 {size} 字节;路径最多 {limit} 字节",
+        ),
+        "path-too-long-fix": ("Choose a shorter path for {where}.", "请为 {where} 选择更短的路径。"),
         "path-not-absolute": ("{name}={value!r} must be an absolute path", "{name}={value!r} 必须是绝对路径"),
         "path-not-absolute-fix": (
             "Set {variable} to an absolute path such as {default}.",
@@ -98,7 +120,10 @@ TACO_WHEEL_URL = (
 )
 # Variables that are ours but are not settings keys.
 OTHER_VARIABLES = ("VLA_JOB_FILE", "VLA_BAKED_JOB_FILE", "VLA_HOST_ROOT", "VLA_LANG")
-_NONE_WORDS = ("", "none", "null", "auto")
+_NONE_WORDS = ("none", "null", "auto")
+_MAX_INT = 2**63 - 1  # what the trainer's int64 arguments hold
+NAME_MAX = 255  # bytes in one file or folder name (ext4, xfs, the CFS NFS mount)
+PATH_MAX = 4095  # bytes in a whole path the kernel accepts
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPEC = "vla-entrypoint.setting"
@@ -150,6 +175,7 @@ class Form(StrEnum):
 
     NAME = "name"  # becomes a folder name: letters, digits, '_', '.', '-'
     RELATIVE_ID = "relative-id"  # a path below a root: never absolute, no '..'
+    SOURCE = "source"  # a URL, or a file path
 
 
 @dataclass(frozen=True)
@@ -319,6 +345,7 @@ class Settings:
         TACO_WHEEL_URL,
         "TACO wheel to install at start when the image has none baked: a file path or an https URL",
         "镜像未内置 TACO 时在启动阶段安装的 wheel:文件路径或 https URL",
+        form=Form.SOURCE,
     )
     taco_wheel_sha256: str | None = setting(
         None,
@@ -384,6 +411,16 @@ class Settings:
     @property
     def experiment_dir(self) -> Path:
         return self.path("checkpoint_base_dir") / self.train_config / self.exp_name
+
+    def where(self, name: str) -> str:
+        """Where the user set key `name`, as an error names it: its variable, its flag, or `<job file>: <key>`."""
+        key = KEYS_BY_NAME[name]
+        source = self.sources.get(name, "default")
+        if source == "command line":
+            return key.flag
+        if source in ("environment", "default"):
+            return key.env
+        return f"{source}: {name}"
 
     def to_json(self) -> dict[str, object]:
         values = {key.name: _plain(getattr(self, key.name)) for key in KEYS}
@@ -493,31 +530,81 @@ def _invalid(where: str, what: Text, fix: Text) -> JobMisspecified:
     return JobMisspecified("settings.invalid", where, what, fix)
 
 
+def _shown(raw: object, limit: int = 80) -> str:
+    """A value as an error quotes it: its repr, cut short (a value may be thousands of characters long)."""
+    text = repr(raw) if not isinstance(raw, int) or isinstance(raw, bool) else str(raw)[: limit + 1]
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(str(raw))} characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, marked when cut."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _name_problem(key: Key, text: str, where: str) -> JobMisspecified | None:
+    """A name in the value longer than a file system allows (`NAME_MAX` bytes), or a path over `PATH_MAX`."""
+    if key.kind is not Kind.PATH and key.form not in (Form.NAME, Form.RELATIVE_ID, Form.SOURCE):
+        return None
+    if key.form is Form.SOURCE and "://" in text:
+        return None
+    if len(text.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return _too_long_path(where, text)
+    for name in text.split("/"):
+        size = len(name.encode("utf-8", "surrogateescape"))
+        if size > NAME_MAX:
+            return JobMisspecified(
+                "settings.name-too-long",
+                where,
+                MESSAGES("name-too-long", where=where, name=_cut(name, 40), size=size, limit=NAME_MAX),
+                MESSAGES("name-too-long-fix", where=where),
+            )
+    return None
+
+
+def _too_long_path(where: str, path: str | Path) -> JobMisspecified:
+    """The error for a path longer than the kernel accepts (`PATH_MAX` bytes)."""
+    size = len(str(path).encode("utf-8", "surrogateescape"))
+    return JobMisspecified(
+        "settings.path-too-long",
+        where,
+        MESSAGES("path-too-long", where=where, path=_cut(str(path), 60), size=size, limit=PATH_MAX),
+        MESSAGES("path-too-long-fix", where=where),
+    )
+
+
 def _convert(key: Key, raw: object, where: str, from_text: bool) -> object:
-    """Turn a YAML value or a variable's text into the key's field type, or raise `JobMisspecified` naming `where`."""
+    """Turn a YAML value or a variable's text into the key's field type, or raise `JobMisspecified` naming `where`.
+    An empty text is never a value: only 'none' (or 'null', 'auto') unsets a key that may be unset."""
     if key.nullable and (raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE_WORDS)):
         return None
+    if key.nullable and isinstance(raw, str) and not raw.strip():
+        default = "none" if key.default is None else _shown(key.default, 120)
+        fix = MESSAGES("setting-empty-fix", where=where, default=default, help=key.description)
+        raise _invalid(where, MESSAGES("setting-empty", where=where), fix)
 
     def bad(expected: Text) -> JobMisspecified:
         return _invalid(
             where,
-            MESSAGES("setting-invalid", where=where, raw=raw, expected=expected),
+            MESSAGES("setting-invalid", where=where, raw=_shown(raw), expected=expected),
             MESSAGES("setting-invalid-fix", where=where, expected=expected, help=key.description),
         )
 
     if key.kind is Kind.INT:
         number: int | None = None
-        if isinstance(raw, str) and re.fullmatch(r"\s*\d+\s*", raw):
-            number = int(raw)
+        if isinstance(raw, str) and re.fullmatch(r"\s*[0-9]+\s*", raw):
+            digits = raw.strip().lstrip("0") or "0"
+            number = int(digits) if len(digits) <= len(str(_MAX_INT)) else _MAX_INT + 1  # never int() a huge text
         elif isinstance(raw, int) and not isinstance(raw, bool):
             number = raw
+        if number is not None and number > _MAX_INT:
+            raise bad(MESSAGES("expected-integer-range", minimum=key.minimum, maximum=_MAX_INT))
         if number is None or number < key.minimum:
             raise bad(MESSAGES("expected-integer", minimum=key.minimum))
         return number
     if key.kind is Kind.FLOAT:
         try:
             value = float(raw) if isinstance(raw, (str, int, float)) and not isinstance(raw, bool) else -1.0
-        except ValueError:
+        except (ValueError, OverflowError):
             value = -1.0
         if not value > 0 or value == float("inf"):
             raise bad(MESSAGES("expected-positive"))
@@ -545,6 +632,9 @@ def _convert(key: Key, raw: object, where: str, from_text: bool) -> object:
             raise bad(MESSAGES("expected-relative-id"))
         if "\0" in text:
             raise bad(MESSAGES("expected-no-nul"))
+        problem = _name_problem(key, text, where)
+        if problem is not None:
+            raise problem
         return text
     if key.kind is Kind.ARGS:
         if from_text and isinstance(raw, str):
@@ -570,28 +660,36 @@ def _convert(key: Key, raw: object, where: str, from_text: bool) -> object:
     raise AssertionError(key.kind)
 
 
-def _read_yaml(path: Path, where: str) -> dict[str, object]:
-    import yaml  # only a job file needs PyYAML (slow to import: `check` without one never does)
-
+def _read_yaml(path: Path, variable: str, required: bool) -> dict[str, object] | None:
+    """The job file's settings; None when nothing is at `path` and it is not `required`. Anything else that is not
+    a readable regular YAML file of known keys (a folder, a FIFO, a dangling link, a duplicate key) is an error."""
+    where = variable if required else str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text(path)
+    except FileProblem as problem:
+        if problem.missing and not required:
+            return None
+        if problem.missing:
+            raise _invalid(
+                where,
+                MESSAGES("job-file-missing", path=path),
+                MESSAGES("job-file-missing-fix", path=path, where=variable),
+            ) from None
         raise _invalid(
             where,
-            MESSAGES("job-file-unreadable", path=path, error=exc),
-            MESSAGES("job-file-unreadable-fix", path=path, where=where),
+            MESSAGES("job-file-unreadable", path=path, error=problem.text),
+            MESSAGES("job-file-unreadable-fix", path=path, where=variable),
         ) from None
+    from entrypoint.core.yamlfile import YamlProblem, parse  # PyYAML is slow to import: only for a job file
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        problem = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else exc
-        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
-        if mark is None:
-            at, what = str(path), MESSAGES("job-file-syntax", path=path, problem=problem)
+        data = parse(text)
+    except YamlProblem as exc:
+        if exc.line is None:
+            at, what = str(path), MESSAGES("job-file-syntax", path=path, problem=exc.problem)
         else:
-            line, column = mark.line + 1, mark.column + 1
-            at = f"{path} (line {line}, column {column})"
-            what = MESSAGES("job-file-syntax-at", path=path, line=line, column=column, problem=problem)
+            at = f"{path} (line {exc.line}, column {exc.column})"
+            what = MESSAGES("job-file-syntax-at", path=path, line=exc.line, column=exc.column, problem=exc.problem)
         raise _invalid(at, what, MESSAGES("job-file-syntax-fix")) from None
     if data is None:
         return {}
@@ -634,7 +732,6 @@ def load_settings(
     env: Mapping[str, str],
     flags: Mapping[str, object] | None = None,
     extra_known_variables: tuple[str, ...] = (),
-    exists: Callable[[Path], bool] = Path.is_file,
 ) -> Settings:
     """Resolve every key through the precedence chain. `flags` holds command-line values (None = not given)."""
     given = {k: v for k, v in (flags or {}).items() if v is not None}
@@ -649,24 +746,26 @@ def load_settings(
             sources[name] = source
 
     baked = Path(env.get("VLA_BAKED_JOB_FILE", BAKED_JOB_FILE))
-    if exists(baked):
-        apply(_read_yaml(baked, "VLA_BAKED_JOB_FILE"), str(baked), False, lambda k: f"{baked}: {k.name}")
+    baked_data = _read_yaml(baked, "VLA_BAKED_JOB_FILE", required=False)
+    if baked_data is not None:
+        apply(baked_data, str(baked), False, lambda k: f"{baked}: {k.name}")
         files.append(str(baked))
 
     env_values = {key.name: env[key.env] for key in KEYS if key.env in env}
     # The user's job file may live under the assets root, so resolve that root before looking for it.
-    root = given.get("assets_root") or env_values.get("assets_root") or values.get("assets_root", DEFAULT_ASSETS_ROOT)
+    root_key = KEYS_BY_NAME["assets_root"]
+    if "assets_root" in given:
+        root = _convert(root_key, given["assets_root"], root_key.flag, False)
+    elif "assets_root" in env_values:
+        root = _convert(root_key, env_values["assets_root"], root_key.env, True)
+    else:
+        root = values.get("assets_root", DEFAULT_ASSETS_ROOT)
     explicit = given.get("job_file") or env.get("VLA_JOB_FILE")
+    variable = "--job-file" if given.get("job_file") else "VLA_JOB_FILE"
     user_file = Path(str(explicit)) if explicit else Path(str(root)) / "code" / "job.yaml"
-    if explicit and not exists(user_file):
-        where = "--job-file" if given.get("job_file") else "VLA_JOB_FILE"
-        raise _invalid(
-            where,
-            MESSAGES("job-file-missing", path=user_file),
-            MESSAGES("job-file-missing-fix", path=user_file, where=where),
-        )
-    if exists(user_file):
-        apply(_read_yaml(user_file, "VLA_JOB_FILE"), str(user_file), False, lambda k: f"{user_file}: {k.name}")
+    user_data = _read_yaml(user_file, variable, required=bool(explicit))
+    if user_data is not None:
+        apply(user_data, str(user_file), False, lambda k: f"{user_file}: {k.name}")
         files.append(str(user_file))
 
     apply(env_values, "environment", True, lambda k: k.env)
@@ -680,8 +779,20 @@ def load_settings(
         if not Path(value).is_absolute():
             key = KEYS_BY_NAME[name]
             raise _invalid(
-                key.env,
+                settings.where(name),
                 MESSAGES("path-not-absolute", name=name, value=value),
                 MESSAGES("path-not-absolute-fix", variable=key.env, default=key.default),
             )
+    _check_path_lengths(settings)
     return settings
+
+
+def _check_path_lengths(settings: Settings) -> None:
+    """Every path key, resolved against `assets_root`, and the experiment folder fit in `PATH_MAX` bytes."""
+    root = Path(settings.assets_root)
+    resolved = {key.name: getattr(settings, key.name) for key in KEYS if key.kind is Kind.PATH}
+    paths = {name: root / value for name, value in resolved.items() if value is not None}
+    paths["exp_name"] = settings.experiment_dir
+    for name, path in paths.items():
+        if len(str(path).encode("utf-8", "surrogateescape")) > PATH_MAX:
+            raise _too_long_path(settings.where(name), path)

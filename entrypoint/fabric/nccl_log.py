@@ -3,8 +3,10 @@
 `debug_env(log_dir, platform)` (from `nccl_debug`) asks NCCL for one log file per rank (`nccl.<host>.<pid>.log`)
 with the INIT and NET subsystems, unless the user already controls NCCL's debug output. `read_logs(log_dir)` (or
 `parse_lines` for any text, e.g. a node log that captured NCCL's stdout) classifies each node from lines such as
-`Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IBext/0/GDRDMA`, `via NET/Socket/1`, `via P2P/CUMEM/read`,
-`via SHM/direct/direct`, `NET/IB : Using [0]mlx5_bond_0:1/RoCE … ; OOB eth0:…` and `Using network IB`.
+`Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IBext/0/GDRDMA`, `via NET/Socket/1`, `via NET/AWS Libfabric/1/GDRDMA`,
+`via P2P/CUMEM/read`, `via SHM/direct/direct` (before 2.12: `via direct shared memory`, `Ring 00 : 0 -> 1 via …`),
+`NET/IB : Using [0]mlx5_bond_0:1/RoCE … ; OOB eth0:…` (2.20 and later, fused ports: `NET/IB : Using
+[0]={[0] mlx5_7:1/RoCE, [1] mlx5_6:1/RoCE} [RO]; OOB …`) and `Using network IB` (or `Using network AWS Libfabric`).
 `proof_findings` turns the result into a warning when a multi-node job ran on sockets while RDMA was planned.
 """
 
@@ -21,13 +23,15 @@ from entrypoint.fabric.inventory import Transport
 from entrypoint.fabric.messages import MESSAGES as M
 from entrypoint.fabric.nccl_debug import debug_env as debug_env
 
-_PREFIX = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
+# `host:pid:tid [dev] NCCL INFO …`; logs pasted by hand sometimes lack the thread id.
+_PREFIX = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+)(?::(?P<tid>\d+))? \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 _NET_CHANNEL = re.compile(r"\bvia NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\(\d+\))?(?P<gdr>/GDRDMA)?")
-_INTRA_CHANNEL = re.compile(r"\bvia (?P<kind>P2P|SHM)/(?P<how>[^/]+)")
+_INTRA_CHANNEL = re.compile(r"\bvia (?:(?P<kind>P2P|SHM)/(?P<how>[^/]+)|(?P<old_shm>direct shared memory))")
 _NICS = re.compile(r"^NET/(?P<net>\w+) ?: Using (?P<list>.*)$")
-_NIC = re.compile(r"\[\d+\](?P<nic>[^\s\[;]+)")
-_NETWORK = re.compile(r"^Using network (?P<net>\S+)")
+# `[0]mlx5_0:1/RoCE` and, inside a fused device `[0]={…}`, `[0] mlx5_7:1/RoCE`; not the fused device's own `[0]={`.
+_NIC = re.compile(r"\[\d+\](?!=)\s*(?P<nic>[^\s\[\]{},;=]+)")
+_NETWORK = re.compile(r"^Using network (?P<net>\S.*?)\s*$")
 _FILE = re.compile(r"^nccl\.(?P<host>.+)\.(?P<pid>\d+)\.log$")
 
 
@@ -143,7 +147,7 @@ def _absorb(node: NodeTransport, message: str, prefixed: bool) -> None:
         return
     intra = _INTRA_CHANNEL.search(message)
     if intra:
-        node.intra.add(f"{intra.group('kind')}/{intra.group('how')}")
+        node.intra.add("SHM/direct" if intra.group("old_shm") else f"{intra.group('kind')}/{intra.group('how')}")
         return
     nics = _NICS.match(message)
     if nics:

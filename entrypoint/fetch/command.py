@@ -79,14 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--segments",
-        type=_positive_int,
+        type=int,
         default=4,
         metavar="N",
         help="parallel range requests per file (1: one stream) [default 4]",
     )
     parser.add_argument(
         "--segment-mib",
-        type=_positive_float,
+        type=float,
         default=16,
         metavar="MIB",
         help="size of each range request; memory stays under about 2 x segments x this [default 16]",
@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--retries",
-        type=_positive_int,
+        type=int,
         default=6,
         metavar="N",
         help="attempts per request, backoff doubling from 1 s [default 6]",
@@ -123,29 +123,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # for the tests and the benchmark: the first retry's wait, checkpoint spacing, how often the state is saved,
     # and decoding without checkpoints (what a Python without libz through ctypes does)
     parser.add_argument("--backoff", type=float, default=1.0, help=argparse.SUPPRESS)
-    parser.add_argument("--checkpoint-span", type=_positive_int, default=CHECKPOINT_SPAN, help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint-span", type=int, default=CHECKPOINT_SPAN, help=argparse.SUPPRESS)
     parser.add_argument("--persist-every", type=float, default=PERSIST_EVERY_S, help=argparse.SUPPRESS)
     parser.add_argument("--no-checkpoints", action="store_true", help=argparse.SUPPRESS)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+# Each numeric option's bounds: (dest, flag, lowest, highest, whole number). Out of range (nan, inf) exits 2.
+NUMERIC_OPTIONS: tuple[tuple[str, str, float, float, bool], ...] = (
+    ("segments", "--segments", 1, 64, True),
+    ("segment_mib", "--segment-mib", 0.001, 1024, False),
+    ("timeout", "--timeout", 0.001, 86400, False),
+    ("retries", "--retries", 1, 1000, True),
+    ("backoff", "--backoff", 0, 3600, False),
+    ("checkpoint_span", "--checkpoint-span", 1, 1 << 40, True),
+    ("persist_every", "--persist-every", 0, 86400, False),
+)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+def check_numbers(args: argparse.Namespace) -> None:
+    """Raise `JobMisspecified` (exit 2) for a numeric option outside its bounds (`NUMERIC_OPTIONS`)."""
+    from entrypoint.core.errors import JobMisspecified
+    from entrypoint.fetch.messages import MESSAGES as M
+
+    for dest, flag, low, high, whole in NUMERIC_OPTIONS:
+        value = getattr(args, dest)
+        if low <= value <= high:
+            continue
+        fields = {"flag": flag, "low": f"{low:g}", "high": str(high) if whole else f"{high:g}"}
+        what = M("option-out-of-range", value=value, expected=M("a-whole-number" if whole else "a-number"), **fields)
+        raise JobMisspecified("fetch.option", flag, what, M("option-out-of-range-fix", **fields))
 
 
 def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
@@ -165,6 +171,7 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
     lang = language(env)
     tty = out.isatty()
     progress = Progress(out, lang, tty=tty, every_s=0.5 if tty else 10.0)
+    check_numbers(args)
     manifest = load_manifest(args.manifest, args.base_url)
     entries = select(manifest, args.only, args.skip)
     for entry in entries:

@@ -16,20 +16,22 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from entrypoint.core.errors import JobMisspecified, UserError
 from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text
+from entrypoint.core.textfile import FileProblem, read_text
+from entrypoint.core.yamlfile import YamlProblem, parse
 from entrypoint.fetch.messages import MESSAGES as M
 from entrypoint.fetch.unpack import FORMATS, ArchiveFormat, archive_format
-from entrypoint.net.source import DownloadError, check_scheme, local_path, source_name
+from entrypoint.net.source import DownloadError, check_scheme, local_path, source_name, split_url
 
 BUILTIN = Path(__file__).resolve().parent.parent / "data" / "assets-manifest.yaml"
 ENTRY_KEYS = ("name", "about", "url", "into", "to", "provides", "check", "size", "sha256", "optional", "format")
 TOP_KEYS = ("base_url", "entries")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_MAX_SIZE = 2**63 - 1
 
 
 class AssetCheck(StrEnum):
@@ -87,19 +89,23 @@ def _bad(where: str, what: Text, fix: Text) -> UserError:
     return JobMisspecified("fetch.manifest", where, what, fix)
 
 
-def _read(path: Path, label: str) -> Any:
+def _read(path: Path, label: str, given: bool) -> Any:
+    """The manifest's YAML (read bounded, only from a regular file; strict YAML: see `core.yamlfile`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _bad(label, M("manifest-unreadable", path=path, error=exc), M("manifest-unreadable-fix")) from None
+        text = read_text(path)
+    except FileProblem as problem:
+        if problem.missing and given:
+            raise _bad("--manifest", M("manifest-missing", path=path), M("manifest-missing-fix")) from None
+        where = "--manifest" if given else label
+        what = M("manifest-unreadable", path=path, error=problem.text)
+        raise _bad(where, what, M("manifest-unreadable-fix")) from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = M("yaml-position", line=mark.line + 1, column=mark.column + 1) if mark else ""
+        return parse(text)
+    except YamlProblem as exc:
+        at = M("yaml-position", line=exc.line, column=exc.column) if exc.line is not None else ""
         where = f"{label}{at.en if isinstance(at, Text) else ''}"
-        problem = getattr(exc, "problem", exc)
-        raise _bad(where, M("manifest-yaml", label=label, at=at, problem=problem), M("manifest-yaml-fix")) from None
+        what = M("manifest-yaml", label=label, at=at, problem=exc.problem)
+        raise _bad(where, what, M("manifest-yaml-fix")) from None
 
 
 def _unknown(keys: Iterable[object], known: Sequence[str], where: str) -> None:
@@ -119,15 +125,20 @@ def _relative(value: object, where: str) -> str:
     return str(path)
 
 
+def _scheme(text: str) -> str:
+    """The URL scheme of `text`, lower-cased ('' for a path), read without parsing the rest (a malformed host or
+    port is `check_source`'s to report)."""
+    match = _SCHEME.match(text)
+    return match[1].lower() if match else ""
+
+
 def resolve_url(base_url: str | None, url: str, where: str) -> str:
     """An entry's URL: as is when absolute (scheme or '/'), else joined to `base_url`."""
-    parts = urllib.parse.urlsplit(url)
-    if (parts.scheme and len(parts.scheme) > 1) or url.startswith("/"):
+    if len(_scheme(url)) > 1 or url.startswith("/"):
         return url
     if not base_url:
         raise _bad(where, M("relative-without-base", where=where, url=repr(url)), M("relative-without-base-fix"))
-    base_parts = urllib.parse.urlsplit(base_url)
-    if base_parts.scheme in ("http", "https", "file"):
+    if _scheme(base_url) in ("http", "https", "file"):
         return base_url.rstrip("/") + "/" + url.lstrip("/")
     return str(Path(base_url) / url)
 
@@ -150,15 +161,19 @@ def load_manifest(path: str | None = None, base_url: str | None = None) -> Manif
     """Read and validate the manifest (built in, or `path`), with `base_url` overriding the file's."""
     file = Path(path) if path else BUILTIN
     label = str(file) if path else "built-in manifest"
-    if path and not file.is_file():
-        raise _bad("--manifest", M("manifest-missing", path=file), M("manifest-missing-fix"))
-    data = _read(file, label)
+    data = _read(file, label, bool(path))
     if not isinstance(data, dict):
         raise _bad(label, M("manifest-not-mapping", label=label), M("manifest-not-mapping-fix"))
     _unknown(data, TOP_KEYS, label)
     base = base_url if base_url is not None else data.get("base_url")
+    base_where = "--base-url" if base_url is not None else f"{label}: base_url"
     if base is not None and (not isinstance(base, str) or not base.strip()):
-        raise _bad(f"{label}: base_url", M("base-url-invalid"), M("base-url-invalid-fix"))
+        raise _bad(base_where, M("base-url-invalid"), M("base-url-invalid-fix"))
+    if isinstance(base, str) and _scheme(base) in ("http", "https"):
+        try:
+            split_url(base)
+        except DownloadError as error:
+            raise _bad(base_where, error.what, M("base-url-malformed-fix", where=base_where)) from None
     raw_entries = data.get("entries")
     if not isinstance(raw_entries, list) or not raw_entries:
         raise _bad(f"{label}: entries", M("no-entries", label=label), M("no-entries-fix"))
@@ -210,7 +225,7 @@ def _entry(raw: object, where: str, base: str | None) -> Entry:
             f"{where}.provides", M("check-needs-provides", where=where, check=check), M("check-needs-provides-fix")
         )
     size = raw.get("size")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= _MAX_SIZE):
         raise _bad(f"{where}.size", M("size-invalid", where=where, size=repr(size)), M("size-invalid-fix"))
     sha = raw.get("sha256")
     if sha is not None and (not isinstance(sha, str) or not _SHA256.match(sha)):

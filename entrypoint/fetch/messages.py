@@ -317,6 +317,20 @@ MESSAGES = Catalogue(
         "size-invalid-fix": ("Give the size in bytes, or leave it out.", "请填写字节数,或省略。"),
         "sha256-invalid": ("{where}.sha256 is not 64 hexadecimal digits", "{where}.sha256 不是 64 位十六进制数"),
         "sha256-invalid-fix": ("Paste the output of sha256sum, or leave it out.", "请粘贴 sha256sum 的输出,或省略。"),
+        "option-out-of-range": (
+            "{flag} {value} is out of range: expected {expected} from {low} to {high}",
+            "{flag} {value} 超出范围:应为 {low} 到 {high} 之间的{expected}",
+        ),
+        "option-out-of-range-fix": (
+            "Give {flag} a value from {low} to {high}.",
+            "请为 {flag} 指定 {low} 到 {high} 之间的值。",
+        ),
+        "a-whole-number": ("a whole number", "整数"),
+        "a-number": ("a number", "数字"),
+        "base-url-malformed-fix": (
+            "Fix the base URL ({where}): https://host/folder or https://host:port/folder, or a local folder.",
+            "请修正基础地址({where}):https://host/folder、https://host:port/folder 或本地目录。",
+        ),
         "optional-invalid": ("{where}.optional must be true or false", "{where}.optional 必须是 true 或 false"),
         "optional-invalid-fix": ("Write optional: true or leave it out.", "请写 optional: true 或省略。"),
         "url-refused-fix": ("{fix} (plain http needs --allow-http)", "{fix}(明文 http 需要 --allow-http)"),

@@ -91,7 +91,7 @@ def _integer(env: Mapping[str, str], name: str, minimum: int, default: int | Non
             )
         return default
     text = raw.strip()
-    if not re.fullmatch(r"\d+", text) or int(text) < minimum:
+    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) < minimum:
         raise _bad(name, raw, "integer", minimum=minimum)
     return int(text)
 
@@ -120,7 +120,7 @@ def _master(env: Mapping[str, str], addr_var: str, port_var: str, nnodes: int) -
     if port_raw is None or not port_raw.strip():
         return addr, DEFAULT_MASTER_PORT
     port = port_raw.strip()
-    if not re.fullmatch(r"\d+", port) or not 1 <= int(port) <= 65535:
+    if not re.fullmatch(r"[0-9]{1,18}", port) or not 1 <= int(port) <= 65535:
         raise _bad(port_var, port_raw, "port")
     return addr, int(port)
 
@@ -160,7 +160,7 @@ def _node_list(env: Mapping[str, str], nnodes: int, rank: int, per_node: int, to
     counts: list[int] = []
     for entry in raw.split(","):
         host, sep, gpus = entry.strip().rpartition(":")
-        if not sep or not host or not re.fullmatch(r"\d+", gpus.strip()):
+        if not sep or not host or not re.fullmatch(r"[0-9]{1,18}", gpus.strip()):
             raise _bad("NODE_LIST", raw, "node-list")
         counts.append(int(gpus))
     if len(counts) != nnodes:

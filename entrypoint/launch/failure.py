@@ -2,7 +2,8 @@
 
 torchrun writes the first failed worker's error to `TORCHELASTIC_ERROR_FILE` only when that worker recorded one
 (`@record`; openpi's trainer does not); otherwise the worker's last traceback in the output names the exception,
-and torchrun's "Root Cause (first observed failure)" block names the rank, exit code and signal.
+and torchrun's "Root Cause (first observed failure)" block names the rank, exit code and signal. The explanation
+is masked (`core.masking`): an exception message may quote a secret flag or a signed URL.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import re
 from collections import deque
 from pathlib import Path
+
+from entrypoint.core.masking import mask_text
 
 _LAUNCHER_EXCEPTIONS = ("ChildFailedError", "SignalException")
 _ROOT_FIELD = re.compile(r"^\s*(?P<key>rank|exitcode|traceback|host)\s*:\s*(?P<value>.+?)\s*$")
@@ -79,10 +82,11 @@ def torchrun_verdict(lines: list[str]) -> str | None:
 
 
 def root_cause(error_file: Path | None, tail: OutputTail) -> str | None:
-    """The best one-line explanation available, or None."""
+    """The best one-line explanation available (masked), or None."""
     recorded = from_error_file(error_file) if error_file else None
     if recorded and not any(name in recorded for name in _LAUNCHER_EXCEPTIONS):
-        return recorded
+        return mask_text(recorded)
     lines = list(tail.lines)
     parts = [p for p in (worker_exception(lines), torchrun_verdict(lines)) if p]
-    return " — ".join(parts) or recorded
+    cause = " — ".join(parts) or recorded
+    return mask_text(cause) if cause else None

@@ -1,8 +1,10 @@
 """The per-node start-up record: a JSON file beside the node's log with the plan, phase timings and outcome,
-so a failed job can be diagnosed after its containers are gone."""
+so a failed job can be diagnosed after its containers are gone. Its strings are masked (`core.masking`): a root
+cause or a diagnosis may quote training's command line or output."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from entrypoint import __version__
+from entrypoint.core.masking import mask_json
 
 
 @dataclass
@@ -22,6 +25,7 @@ class StartupRecord:
     phases: dict[str, float] = field(default_factory=dict)
     data: dict[str, object] = field(default_factory=dict)
     t0: float = field(default_factory=time.monotonic)  # time.monotonic() at start-up
+    claimed: bool = False  # whether `path` is this run's own (see `write`)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -36,7 +40,9 @@ class StartupRecord:
         return time.monotonic() - self.t0
 
     def write(self) -> None:
-        """Write atomically (temp file + rename); a storage error never hides the job's own outcome."""
+        """Write atomically (temp file + rename); a storage error never hides the job's own outcome. The first
+        write claims `path` (a hard link fails when it exists): a run of this node that chose the same name at the
+        same moment writes `<record>-<pid>.json` instead of over this one."""
         if self.path is None:
             return
         body = {
@@ -47,12 +53,29 @@ class StartupRecord:
             "phases_s": self.phases,
             **self.data,
         }
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+            text = json.dumps(mask_json(body), indent=2, ensure_ascii=False, default=str) + "\n"
+            tmp.write_text(text, encoding="utf-8")
+            if not self.claimed:
+                self._claim(tmp)
             os.replace(tmp, self.path)
         except OSError:
             pass
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # left behind when the link made `path` the same file
+
+    def _claim(self, tmp: Path) -> None:
+        """Make `path` this run's: link `tmp` there if nothing is, else move to a name of this process's own."""
+        assert self.path is not None
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            self.path = self.path.with_name(f"{self.path.stem}-{os.getpid()}{self.path.suffix}")
+        except OSError:
+            pass  # no hard links on this storage: a plain replace, as before
+        self.claimed = True
 
 
 def process_age_s() -> float | None:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TextIO
 
 from entrypoint.core.errors import ExitCode
-from entrypoint.core.findings import Finding, Status
+from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host
-from entrypoint.core.messages import Lang, language
+from entrypoint.core.messages import Catalogue, Lang, language
 from entrypoint.core.report import command_line, health_summary
 from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
@@ -32,11 +32,30 @@ from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord, process_age_s
-from entrypoint.launch.supervisor import Supervisor, Tee
+from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
 from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import MemlockIntent, Plan, build_plan
 from entrypoint.taco.activate import TacoActivation, activate_taco
 from entrypoint.taco.summary import SummaryReader
+
+RUN = Catalogue(
+    "launch",
+    {
+        "start-heading": ("starting torchrun", "启动 torchrun"),
+        "start-failed": (
+            "{program} could not be started: {error}; nothing ran",
+            "无法启动 {program}:{error};训练未运行",
+        ),
+        "start-failed-fix": (
+            "Run `vla-entrypoint check`: it names what is wrong with torchrun (permissions, its #! line, PATH).",
+            "请运行 `vla-entrypoint check`:它会指出 torchrun 的问题(权限、#! 行、PATH)。",
+        ),
+        "nccl-dir-failed": (
+            "cannot create {folder} ({error}): NCCL's debug lines will be missing",
+            "无法创建 {folder}({error}):将缺少 NCCL 调试日志",
+        ),
+    },
+)
 
 
 class OutcomeClass(StrEnum):
@@ -161,7 +180,10 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
             return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     nccl_dir = launch.files.nccl_dir if launch.nccl_debug else None
     if nccl_dir is not None:
-        nccl_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            nccl_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # the folder changed since the plan looked: an outcome, not a decision
+            line(out, lang, RUN("nccl-dir-failed", folder=str(nccl_dir), error=error.strerror or error))
         record.data["nccl_debug"] = dict(launch.nccl_debug)
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.data["process_age_at_launch_s"] = process_age_s()  # process start (python included) -> torchrun exec
@@ -180,8 +202,14 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         launch.files.stacks,
         lang,
     )
-    with record.phase("training"):
-        code = supervisor.run()
+    try:
+        with record.phase("training"):
+            code = supervisor.run()
+    except StartFailed as failure:
+        what = RUN("start-failed", program=failure.program, error=failure.error.strerror or failure.error)
+        finding = failed("trainer.torchrun", what, RUN("start-failed-fix"), failure.program)
+        health_summary([finding], RUN("start-heading").en, lang, out)
+        return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader)
 
 

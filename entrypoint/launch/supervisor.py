@@ -1,6 +1,11 @@
 """Supervising torchrun: relay its output to the console and the node log, forward signals, enforce the grace
 period, and act on a stall. torchrun runs in its own session so that after a signal and the grace period the whole
 process tree can be killed; the exit code is training's own, or 128+N when the job was ended by signal N.
+
+Secrets: the launcher's own lines are masked as text (`core.masking.mask_text`); training's output is relayed byte
+for byte except that the secret values this run hands to torchrun (secret flags' values, secret-named variables,
+URL passwords) are replaced by `***` wherever training echoes them (a chunk's tail that could begin one is held
+back until the next chunk).
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO, Protocol, TextIO
 
 from entrypoint.core.errors import ExitCode
+from entrypoint.core.masking import StreamMask, mask_text, remember, secrets_in
 from entrypoint.core.messages import Lang
 from entrypoint.core.settings import StallAction
 from entrypoint.launch.failure import OutputTail
@@ -29,6 +35,14 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 BANNER = "!" * 100
 
 
+class StartFailed(Exception):
+    """torchrun could not be started at all (`error` says why): nothing ran."""
+
+    def __init__(self, program: str, error: OSError) -> None:
+        super().__init__(f"{program}: {error.strerror or error}")
+        self.program, self.error = program, error
+
+
 class Reader(Protocol):
     """Something fed the training output as it arrives."""
 
@@ -36,31 +50,52 @@ class Reader(Protocol):
 
 
 class Tee(io.TextIOBase, TextIO):  # TextIO: anything that prints may be given it
-    """Text written here goes to the console and, once opened, to the node's log file."""
+    """Text written here (the launcher's own lines, masked) goes to the console and, once opened, to the node's log
+    file; `write_bytes` relays training's output as given."""
 
     def __init__(self, console: TextIO) -> None:
-        self.console = console
+        self.console: TextIO | None = console
         self.file: BinaryIO | None = None
 
     def write(self, text: str) -> int:
-        self.console.write(text)
-        self.console.flush()
-        if self.file is not None:
-            self.file.write(text.encode("utf-8", "replace"))
-            self.file.flush()
+        shown = mask_text(text)
+        self._to_console(lambda console: console.write(shown))
+        self._to_file(shown.encode("utf-8", "replace"))
         return len(text)
 
     def write_bytes(self, data: bytes) -> None:
-        buffer = getattr(self.console, "buffer", None)
-        if buffer is not None:
-            buffer.write(data)
-            buffer.flush()
-        else:
-            self.console.write(data.decode("utf-8", "replace"))
+        def relay(console: TextIO) -> None:
+            buffer = getattr(console, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+                buffer.flush()
+            else:
+                console.write(data.decode("utf-8", "replace"))
+
+        self._to_console(relay)
+        self._to_file(data)
+
+    def _to_console(self, write: Callable[[TextIO], object]) -> None:
+        """A console that is gone (closed pipe, full disk behind a redirect) is dropped: training and the node log
+        go on, since the job must not die because nobody is reading its output."""
+        if self.console is None:
+            return
+        try:
+            write(self.console)
             self.console.flush()
-        if self.file is not None:
+        except (OSError, ValueError):
+            self.console = None
+
+    def _to_file(self, data: bytes) -> None:
+        """A node log that can no longer be written (CFS full or gone) is dropped the same way; the console and the
+        start-up record remain."""
+        if self.file is None:
+            return
+        try:
             self.file.write(data)
             self.file.flush()
+        except (OSError, ValueError):
+            self.file = None
 
 
 class Supervisor:
@@ -89,6 +124,8 @@ class Supervisor:
         self.kill_deadline: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.tree: ProcessTree | None = None
+        remember(secrets_in(command, env))  # from here on masked in every line, log and record of this process
+        self.mask = StreamMask()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -104,24 +141,30 @@ class Supervisor:
         fd = self.proc.stdout.fileno()
         while True:
             chunk = os.read(fd, 65536)
+            data = self.mask.feed(chunk) if chunk else self.mask.flush()
+            if data:
+                self.out.write_bytes(data)
+                text = data.decode("utf-8", "replace")
+                for reader in self.readers:
+                    reader.feed(text)
             if not chunk:
                 return
-            self.out.write_bytes(chunk)
-            text = chunk.decode("utf-8", "replace")
-            for reader in self.readers:
-                reader.feed(text)
 
     def run(self) -> int:
+        """Supervise torchrun to its end; its exit code. Raises `StartFailed` when it cannot be started."""
         previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED_SIGNALS}
         try:
-            self.proc = subprocess.Popen(
-                self.command,
-                cwd=self.cwd,
-                env=self.env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                self.proc = subprocess.Popen(
+                    self.command,
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as error:  # not executable, a bad #! line, a vanished cwd, an argv too long
+                raise StartFailed(self.command[0], error) from None
             self.tree = ProcessTree(self.proc.pid)
             reader = threading.Thread(target=self._relay, name="relay", daemon=True)
             reader.start()

@@ -405,7 +405,7 @@ class _Transfer:
                 self._restart(handle)  # a range we did not ask for: distrust it and start over
             raise self._failure(FailureKind.HTTP, M("wrong-range"), self.base == 0 and self.end is None)
         length = response.headers.get("Content-Length")
-        self.total = int(length) if length and length.isdigit() else None
+        self.total = int(length) if length and length.isascii() and length.isdigit() and len(length) < 19 else None
         if offset or self.end is not None:  # the server ignored Range, or If-Range found the file changed
             shown = safe_url(self.url)
             if self.base == 0 and self.end is None and not self.discard_unranged:

@@ -13,6 +13,18 @@ MESSAGES = Catalogue(
             "不支持的地址 {source}:仅支持 https://、http://、file:// 或文件路径",
         ),
         "unsupported-scheme-fix": ("Give an https URL or a file path.", "请提供 https 地址或文件路径。"),
+        "url-malformed": ("{source} is not a valid URL: {problem}", "{source} 不是合法的 URL:{problem}"),
+        "url-malformed-fix": (
+            "Write it as https://host/path/file or https://host:port/path/file (port 1-65535).",
+            "请写成 https://host/path/file 或 https://host:port/path/file(端口 1-65535)。",
+        ),
+        "url-port": ("the port '{port}' is not a number from 1 to 65535", "端口 '{port}' 不是 1 到 65535 之间的数字"),
+        "url-no-host": ("it names no host", "其中没有主机名"),
+        "url-brackets": (
+            "the brackets around an IPv6 address do not match",
+            "IPv6 地址两侧的方括号不匹配",
+        ),
+        "url-characters": ("it contains spaces or control characters", "其中含有空格或控制字符"),
         "plain-http": ("{source} is plain http: downloads are https-only", "{source} 使用明文 http:下载仅允许 https"),
         "plain-http-fix": (
             "Use an https URL, or explicitly allow http for a trusted network.",

@@ -8,6 +8,7 @@ code (the TACO plan, the fetch-assets manifest) checks sources and hashes local 
 from __future__ import annotations
 
 import hashlib
+import re
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,19 +58,52 @@ class DownloadError(Exception):
 
 
 def source_name(source: str) -> str:
-    """The file name a source names: the last path segment, percent-decoded for URLs."""
-    parts = urllib.parse.urlsplit(source)
+    """The file name a source names: the last path segment, percent-decoded for URLs (also for a URL whose host or
+    port is malformed: that is `check_scheme`'s to refuse)."""
+    try:
+        parts = urllib.parse.urlsplit(source)
+    except ValueError:
+        return urllib.parse.unquote(re.split(r"[?#]", source, maxsplit=1)[0].rsplit("/", 1)[-1])
     if parts.scheme in ("http", "https", "file"):
         return urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
     return Path(source).name
 
 
+def split_url(source: str) -> urllib.parse.SplitResult:
+    """`source` split as a URL. Raises `DownloadError` (kind `scheme`) for an http(s) URL whose host or port is
+    malformed (`https://h:99999/x`, `https://[::1/x`, `http://:80/x`) or that holds spaces or control characters."""
+    try:
+        parts = urllib.parse.urlsplit(source)
+    except ValueError:
+        raise _malformed(source, M("url-brackets")) from None
+    if parts.scheme not in ("http", "https"):
+        return parts
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in source):
+        raise _malformed(source, M("url-characters"))
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise _malformed(source, M("url-port", port=parts.netloc.rpartition("@")[2].rpartition(":")[2]))
+    if not parts.hostname:
+        raise _malformed(source, M("url-no-host"))
+    return parts
+
+
+def _malformed(source: str, problem: Text) -> DownloadError:
+    shown = safe_url(source)
+    return DownloadError(
+        FailureKind.SCHEME, M("url-malformed", source=shown, problem=problem), shown, M("url-malformed-fix")
+    )
+
+
 def local_path(source: str) -> Path | None:
     """The path of a local source (plain path or `file://` URL); None for an http(s) URL.
 
-    Raises `DownloadError` (kind `scheme`) for any other scheme (ftp://, s3:// …).
+    Raises `DownloadError` (kind `scheme`) for any other scheme (ftp://, s3:// …) and for a malformed URL.
     """
-    parts = urllib.parse.urlsplit(source)
+    parts = split_url(source)
     if parts.scheme == "file":
         return Path(urllib.parse.unquote(parts.path))  # POSIX paths: what url2pathname does, without urllib.request
     if parts.scheme in ("http", "https"):
@@ -85,7 +119,7 @@ def local_path(source: str) -> Path | None:
 def check_scheme(source: str, allow_http: bool) -> None:
     """Raise `DownloadError` (kind `scheme`) for a source this policy refuses: plain http unless allowed."""
     local_path(source)
-    if urllib.parse.urlsplit(source).scheme == "http" and not allow_http:
+    if split_url(source).scheme == "http" and not allow_http:
         shown = safe_url(source)
         raise DownloadError(FailureKind.SCHEME, M("plain-http", source=shown), shown, M("plain-http-fix"))
 

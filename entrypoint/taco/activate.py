@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from entrypoint.core.findings import Finding, Status
+from entrypoint.core.masking import MaskedStream, mask_text, secrets_in
 from entrypoint.core.messages import Lang, Text, flatten, render
 from entrypoint.net.source import DownloadError, DownloadOptions
 from entrypoint.taco.messages import MESSAGES as M
@@ -175,6 +176,10 @@ def _withdrawn(plan: TacoPlan, env: Mapping[str, str]) -> dict[str, str]:
     return result
 
 
+def _masked(text: Text, known: set[str]) -> Text:
+    return Text(mask_text(text.en, known), mask_text(text.zh, known))
+
+
 def _say(out: TextIO, text: Text, lang: Lang | str) -> None:
     out.write(render(text, lang, lead=LEAD) + "\n")
 
@@ -308,17 +313,18 @@ def activate_taco(
     seconds: dict[str, float] = {}
     env = dict(env)
     options = options or dataclasses.replace(DOWNLOAD, allow_http=plan.allow_http)
+    known = secrets_in([plan.source]) if plan.source else set()  # a URL's password, a signed query
+    out = MaskedStream(out, known)  # download retries and errors quote the URL, libraries' messages included
     try:
         sha256, version = _steps(plan, env, out, lang, python, options, seconds, clock)
     except _Failed as failure:
         seconds["total"] = round(clock() - start, 3)
-        finding = trouble_finding(plan.mode, Trouble(failure.what, failure.fix, failure.where), "taco.activate")
+        what, fix = _masked(failure.what, known), _masked(failure.fix, known)
+        finding = trouble_finding(plan.mode, Trouble(what, fix, mask_text(failure.where, known)), "taco.activate")
         label = "FAIL" if finding.status is Status.FAIL else "WARN"
         out.write(render(finding.message, lang, lead=f"{LEAD}{label} [taco.activate] ") + "\n")
-        out.write(render(finding.hint or failure.fix, lang, lead="    -> ") + "\n")
-        return TacoActivation(
-            ActivationStatus.FAILED, _withdrawn(plan, env), plan, finding, failure.what, seconds=seconds
-        )
+        out.write(render(finding.hint or fix, lang, lead="    -> ") + "\n")
+        return TacoActivation(ActivationStatus.FAILED, _withdrawn(plan, env), plan, finding, what, seconds=seconds)
     seconds["total"] = round(clock() - start, 3)
     active = M(
         "active",

@@ -29,7 +29,7 @@ from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text, flatten
-from entrypoint.core.settings import Settings
+from entrypoint.core.settings import Settings, TacoMode
 from entrypoint.inspect.environment import EnvPlan
 from entrypoint.taco.messages import MESSAGES as M
 
@@ -69,14 +69,6 @@ KNOWN_FEATURES = frozenset(
     }
 )
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-class TacoMode(StrEnum):
-    """`VLA_TACO`."""
-
-    OFF = "off"
-    AUTO = "auto"
-    ON = "on"
 
 
 class TacoStatus(StrEnum):
@@ -250,7 +242,7 @@ def plan_taco(
 ) -> TacoPlan:
     """Decide TACO for this launch. `env` is the environment training would get without TACO (the plan's
     `EnvPlan.apply(host.env)`); `python_tags` default to this interpreter's. Pure: reads files, changes nothing."""
-    mode, profile = TacoMode(settings.taco), model_profile(settings.train_config)
+    mode, profile = settings.taco, model_profile(settings.train_config)
     if mode is TacoMode.OFF:
         off = passed("taco.wheel", M("off"), "VLA_TACO")
         return TacoPlan(mode, TacoStatus.OFF, M("off-reason"), profile, (off,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -226,3 +227,102 @@ def test_preflight_runs_torchrun_without_the_runs_own_files(world, tmp_path):
     assert "TORCHELASTIC_ERROR_FILE" not in seen["env"]  # planned for training's node files, not the preflight's
     nccl_log = Path(seen["env"]["NCCL_DEBUG_FILE"])
     assert nccl_log.parent.name.startswith("vla-preflight-") and world.assets not in nccl_log.parents
+
+
+# ---- edges: usage errors, help, output that cannot be written, a torchrun that cannot start ----
+
+
+def test_help_lists_every_exit_code(world):
+    result = world.cli("--help")
+    for code in ("0 success", "2 the job is mis-specified", "3 a preflight check failed", "124 the stall", "141", "74"):
+        assert code in result.out, code
+
+
+def test_preflight_help_lists_only_the_flags_it_uses(world):
+    text = world.cli("preflight", "--help").out
+    for flag in ("--json", "--job-file", "--device", "--preflight-timeout", "--preflight-min-busbw"):
+        assert flag in text
+    for flag in ("--batch-size", "--exp-name", "--extra-args", "--taco-wheel", "--weights"):
+        assert flag not in text
+
+
+@pytest.mark.parametrize(
+    "argv, where, en, zh",
+    [
+        (["check", "--precision", "fp8"], "--precision", "'fp8' is not one of 'bfloat16', 'float32'", "不在可选值"),
+        (["chekc"], "chekc", "unknown command 'chekc'", "未知命令 'chekc'"),
+        (["plan", "--batch-size"], "--batch-size", "--batch-size needs a value", "--batch-size 缺少取值"),
+        (["check", "--batch-sise", "8"], "--batch-sise", "does not know --batch-sise 8", "无法识别 --batch-sise 8"),
+        (["check", "--wandb=1"], "--wandb/--no-wandb", "takes no value", "不接受取值"),
+        (["fetch-assets", "--segments", "x"], "--segments", "'x' is not a whole number", "'x' 不是整数"),
+    ],
+    ids=["choice", "command", "missing-value", "unknown-flag", "switch-with-value", "not-a-number"],
+)
+def test_usage_errors_come_out_in_both_languages(world, argv, where, en, zh):
+    result = world.cli(*argv)
+    assert result.code == 2 and result.out == ""
+    assert f"error [cli.usage] at {where}\n" in result.err and en in result.err and zh in result.err
+    assert "  fix:     " in result.err and "  解决:    " in result.err and "usage:" not in result.err
+
+
+def test_an_unknown_flag_gets_the_closest_one_and_json_mode_stays_json(world):
+    result = world.cli("check", "--json", "--batch-sise", "8")
+    error = json.loads(result.out)["error"]
+    assert (
+        result.code == 2 and error["where"] == "--batch-sise" and error["hint"].startswith("Did you mean --batch-size?")
+    )
+
+
+def _entrypoint(world, *argv: str, stdout) -> subprocess.CompletedProcess:
+    env = {**world.env, **world.tione(), "PYTHONPATH": str(Path(__file__).parents[2])}
+    return subprocess.run(
+        [sys.executable, "-m", "entrypoint", *argv], env=env, stdout=stdout, stderr=subprocess.PIPE, timeout=60
+    )
+
+
+def test_a_closed_pipe_ends_quietly_with_141(world):
+    """`vla-entrypoint plan --json | head -1` once `head` has gone: no traceback, the SIGPIPE exit code."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written: every write fails
+    try:
+        done = _entrypoint(world, "plan", "--json", stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == b""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_full_stdout_ends_with_74_and_says_so(world):
+    with open("/dev/full", "w") as full:
+        done = _entrypoint(world, "check", stdout=full)
+    text = done.stderr.decode()
+    assert done.returncode == 74 and "Traceback" not in text
+    assert "cannot write the output (No space left on device)" in text and "无法写出输出" in text
+
+
+def test_a_torchrun_that_cannot_start_at_run_time_is_reported_not_raised(world, monkeypatch):
+    """The check passed (here: made to pass), then exec fails: exit 3, a bilingual line, the outcome recorded."""
+    import entrypoint.plan
+
+    folder = world.root / "broken-bin"
+    folder.mkdir()
+    (folder / "torchrun").write_text("#!/bin/sh\n")
+    (folder / "torchrun").chmod(0o644)
+    monkeypatch.setattr(entrypoint.plan, "_check_trainer", lambda settings, command, search_path: [])
+    monkeypatch.setattr(entrypoint.plan.shutil, "which", lambda name, path=None: str(folder / "torchrun"))
+    result = world.cli("run")
+    assert result.code == 3 and "Traceback" not in result.text
+    assert "torchrun could not be started: Permission denied; nothing ran" in result.out
+    assert "无法启动" in result.out and "vla-entrypoint check" in result.out
+    record = json.loads(next((world.assets / "logs").glob("*.json")).read_text())
+    assert record["outcome"] == {"exit_code": 3, "class": "preflight-failed"}
+
+
+def test_the_supervisor_raises_start_failed_and_restores_signals(tmp_path):
+    from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
+
+    before = signal.getsignal(signal.SIGTERM)
+    supervisor = Supervisor([str(tmp_path / "missing")], str(tmp_path), {}, Tee(sys.stdout), [], 1)
+    with pytest.raises(StartFailed) as caught:
+        supervisor.run()
+    assert caught.value.error.errno == 2 and signal.getsignal(signal.SIGTERM) is before

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from entrypoint.core import masking
 from entrypoint.launch.failure import OutputTail, root_cause
 
 TORCHRUN_SIGKILL = """\
@@ -69,3 +70,25 @@ def test_error_file_wins_unless_it_only_names_torchrun(tmp_path):
     assert root_cause(error, tail_of(TORCHRUN_SIGKILL)) == "RuntimeError: NCCL timeout on rank 3"
     error.write_text(json.dumps({"message": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "}))
     assert root_cause(error, tail_of(TORCHRUN_SIGKILL)).startswith("rank 1")
+
+
+@pytest.mark.parametrize(
+    "message, shown",
+    [
+        ("ValueError: unknown arguments: --wandb-key=k-1a2b3c", "ValueError: unknown arguments: --wandb-key=***"),
+        ("HTTPError: 403 for https://u:p4ss@hub.example/x?sig=s1", "HTTPError: 403 for https://***@hub.example/x?sig=***"),
+        ("PermissionError: token remembered-secret-9 rejected", "PermissionError: token *** rejected"),
+    ],
+)  # fmt: skip
+def test_root_cause_is_masked(tmp_path, message, shown):
+    """The cause lands in the console, the node log and the start-up record: a secret in it is masked, whether it
+    comes from the error file or from the output's last traceback."""
+    masking.remember(["remembered-secret-9"])
+    try:
+        error = tmp_path / "error.json"
+        error.write_text(json.dumps({"message": {"message": message}}))
+        assert root_cause(error, tail_of("")) == shown
+        traceback = f"[rank0]: Traceback (most recent call last):\n[rank0]: {message}\n"
+        assert root_cause(None, tail_of(traceback)) == shown
+    finally:
+        masking.forget()

@@ -662,3 +662,94 @@ def test_progress_shows_bytes_rate_and_eta_per_file_and_overall():
     last = "[1/2] dataset  2.0 MiB of 2.0 MiB 100%  512.0 KiB/s  ETA 0s  | all 2.0 MiB of 4.0 MiB 50% ETA 5s"
     assert (lines[0], lines[-1]) == (first, last)  # the last line shows the file complete
     assert len(lines) == 5  # throttled to one a second (every other block), plus the line that completes the file
+
+
+# ---- edges: numeric options, malformed URLs, manifests that are not files ----
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--timeout", "nan"),
+        ("--timeout", "inf"),
+        ("--timeout", "-1"),
+        ("--timeout", "0"),
+        ("--segments", "0"),
+        ("--segments", "65"),
+        ("--segment-mib", "1e300"),
+        ("--segment-mib", "nan"),
+        ("--retries", "0"),
+        ("--backoff", "-1"),
+        ("--checkpoint-span", "0"),
+        ("--persist-every", "inf"),
+    ],
+)
+def test_numeric_options_out_of_range_exit_2_before_anything(tmp_path, flag, value):
+    result = fetch(tmp_path / "root", flag, value)
+    assert result.code == 2 and f"error [fetch.option] at {flag}" in result.err
+    assert "is out of range" in result.err and "超出范围" in result.err and not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("https://host:99999/x.whl", "the port '99999' is not a number from 1 to 65535"),
+        ("https://host:0/x.whl", "the port '0' is not a number from 1 to 65535"),
+        ("https://host:http/x.whl", "the port 'http' is not a number from 1 to 65535"),
+        ("https://[::1/x.whl", "the brackets around an IPv6 address do not match"),
+        ("http://:80/x.whl", "it names no host"),
+        ("https:///x.whl", "it names no host"),
+        ("https://host/a b.whl", "it contains spaces or control characters"),
+    ],
+)
+def test_a_malformed_url_is_refused_by_the_source_policy(url, problem):
+    from entrypoint.net.source import DownloadError, FailureKind, check_scheme, source_name
+
+    with pytest.raises(DownloadError) as caught:
+        check_scheme(url, allow_http=True)
+    assert caught.value.kind is FailureKind.SCHEME and problem in caught.value.what.en
+    assert caught.value.what.zh != caught.value.what.en
+    assert source_name(url).endswith(".whl")  # naming the file never raises either
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("https://user:pa55@host:99999/x.whl?sig=1", "https://host:99999/x.whl?…"),
+        ("https://user:pa55@[::1/x?token=2#frag", "https://[::1/x?…"),
+        ("https://u:pa55@h:abc/x", "https://h:abc/x"),
+        ("http://:80/", "http://:80/"),
+        ("https://h:0/x", "https://h:0/x"),
+        ("https://user:pa55@example.com:8443/a?b", "https://example.com:8443/a?…"),
+    ],
+)
+def test_safe_url_never_raises_and_never_shows_credentials(url, shown):
+    from entrypoint.core.masking import safe_url
+
+    assert safe_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    "base_url, text",
+    [("https://[::1", "brackets"), ("https://h:99999/x", "'99999'"), ("http://:80/", "no host")],
+)
+def test_a_malformed_base_url_names_the_flag(tmp_path, base_url, text):
+    result = fetch(tmp_path / "root", "--dry-run", "--base-url", base_url)
+    assert result.code == 2 and "error [fetch.manifest] at --base-url" in result.err and text in result.err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "duplicate-key", "deep", "huge-size"])
+def test_a_manifest_that_is_not_a_plain_yaml_file_exits_2(tmp_path, kind):
+    path = tmp_path / "manifest.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)  # never opened for reading: that would block
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "duplicate-key":
+        path.write_text("entries:\n- name: a\n  url: https://h/a.json\n  to: a.json\n  to: b.json\n")
+    elif kind == "deep":
+        path.write_text("entries: " + "[" * 2000 + "]" * 2000 + "\n")
+    else:
+        path.write_text(f"entries:\n- name: a\n  url: https://h/a.json\n  to: a.json\n  size: {'9' * 5000}\n")
+    result = fetch(tmp_path / "root", "--dry-run", "--manifest", str(path))
+    assert result.code == 2 and "Traceback" not in result.text and "error [fetch.manifest]" in result.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,68 @@ def test_proof_findings(texts, planned, expected):
 )
 def test_debug_env(platform, expected):
     assert debug_env("/cfs/logs/job/", platform) == expected
+
+
+# ---- real logs (tests/support/real/nccl, sources in its README): older, fused and plugin formats ----
+
+REAL = Path(__file__).resolve().parents[1] / "support" / "real" / "nccl"
+
+
+def real(name: str) -> list[str]:
+    return (REAL / name).read_text(encoding="utf-8").splitlines()
+
+
+def test_real_pre_2_12_direct_shared_memory_is_shm():
+    (node,) = parse_lines(real("nccl-issue-622_pre-2.12_shm.log")).nodes
+    assert (node.host, node.kind, node.intra) == ("machine2", ProofKind.LOCAL, {"SHM/direct"})
+
+
+def test_real_fused_nics_are_listed_one_by_one():
+    proof = parse_lines(real("fused-nics_2.2x.log"))
+    nodes = {n.host: n for n in proof.nodes}
+    assert nodes["bigo"].nics == {"mlx5_0:1/RoCE", "mlx5_1:1/RoCE", "mlx5_2:1/RoCE", "mlx5_3:1/RoCE"}
+    assert nodes["bigo"].network == {"IBext_v8"} and nodes["bigo"].kind is ProofKind.RDMA
+    gpuserver = nodes["gpuserver1"]  # `host:pid [dev]`: a log pasted without thread ids
+    assert gpuserver.nics == {"rocep130s0:1/RoCE", "rocep130s0:2/RoCE"}
+    assert (gpuserver.kind, gpuserver.net, gpuserver.intra) == (ProofKind.RDMA, {"IB"}, {"SHM/direct"})
+
+
+def test_real_multi_word_network_from_a_plugin():
+    proof = parse_lines(real("aws-efa-eks_2.9.9.log"))
+    assert [n.host for n in proof.nodes] == ["nccl-tests-efa-16-worker-0", "nccl-tests-efa-16-worker-1"]
+    for node in proof.nodes:
+        assert node.network == {"AWS Libfabric"} and node.net == {"AWS Libfabric"}
+        assert node.kind is ProofKind.RDMA_GDR
+    assert proof.nodes[0].intra == {"P2P/IPC"}
+    (finding,) = proof_findings(proof, Transport.IB)
+    assert finding.id == "fabric.proof" and "AWS Libfabric" in finding.message.en
+
+
+def test_real_socket_fallback_after_a_failed_plugin():
+    (node,) = parse_lines(real("training-on-eks_2.27.3_socket.log")).nodes
+    assert (node.kind, node.version, node.network) == (ProofKind.SOCKET, "2.27.3", {"Socket"})
+    assert node.nics == {"eth0:10.0.4.51<0>"}  # `NET/IB : Using [RO]; OOB …` names no device
+    (finding,) = proof_findings(parse_lines(real("training-on-eks_2.27.3_socket.log")), Transport.ROCE)
+    assert finding.id == "fabric.proof-socket"
+
+
+def test_real_pxn_channels_with_gdr():
+    (node,) = parse_lines(real("slurmv4_2.27.5.log")).nodes
+    assert (node.kind, node.net_channels, node.gdr_channels, node.intra) == (ProofKind.RDMA_GDR, 4, 4, {"P2P/IPC"})
+
+
+@pytest.mark.parametrize(
+    "line, field, expected",
+    [
+        ("h:1:2 [0] NCCL INFO Ring 00 : 0 -> 1 via direct shared memory", "intra", {"SHM/direct"}),
+        ("h:1:2 [0] NCCL INFO Ring 00 : 1 -> 0 via NET/IB/0", "net", {"IB"}),
+        ("h:1:2 [0] NCCL INFO Using network AWS Libfabric  ", "network", {"AWS Libfabric"}),
+        ("h:1:2 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_7:1/RoCE, [1] mlx5_6:1/RoCE} [RO]; OOB eth0:1.2.3.4<0>",
+         "nics", {"mlx5_7:1/RoCE", "mlx5_6:1/RoCE"}),
+        ("h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/IB/SHARP [RO]; OOB ib0:10.0.0.1<0>",
+         "nics", {"mlx5_0:1/IB/SHARP", "mlx5_1:1/IB/SHARP"}),
+    ],
+)  # fmt: skip
+def test_format_variants(line, field, expected):
+    (node,) = parse_lines([line]).nodes
+    assert getattr(node, field) == expected

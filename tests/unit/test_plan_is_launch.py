@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.core.masking import mask_argv
 from entrypoint.taco.bake import bake
 from tests.support.taco_wheel import build_wheel
 from tests.unit.conftest import FAKE_BIN, World
@@ -149,6 +151,27 @@ def test_run_starts_torchrun_exactly_as_planned(world, tmp_path, baked_taco, cas
     if case == "tione-2-node-worker":
         assert {"WORLD_SIZE", "RANK", "PET_NNODES"} <= set(plan["env"]["removed"])
         assert "NCCL_SOCKET_IFNAME" in exported and "CUDA_VISIBLE_DEVICES" not in exported
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"VLA_EXTRA_ARGS": "--wandb-key=wk-real-1 --token tk-real-2"},
+        {"VLA_EXTRA_ARGS": "--data-url=https://ann:pw-real-3@data.example/x?X-Amz-Signature=sg-real-4"},
+    ],
+    ids=["secret-flags", "url-credentials"],
+)
+def test_secrets_are_masked_in_the_plan_while_torchrun_gets_them(world, tmp_path, variables):
+    """The one difference between `plan --json` and the launch: secret values show as `***`."""
+    plan, seen, inherited = plan_then_run(world, tmp_path, variables)
+    launched = [seen["executable"], *seen["argv"]]
+    assert plan["command"] == mask_argv(launched) != launched
+    assert launched[len(launched) - len(plan["settings"]["values"]["extra_args"]) :] == shlex.split(
+        variables["VLA_EXTRA_ARGS"]
+    )
+    shown = json.dumps(plan)
+    assert not [s for s in ("wk-real-1", "tk-real-2", "pw-real-3", "sg-real-4") if s in shown]
+    assert seen["env"] == {k: v for k, v in inherited.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
 
 
 def test_plan_shows_the_launch_decisions(world):

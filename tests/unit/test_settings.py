@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import time
 import types
 import typing
 from collections.abc import Mapping
@@ -194,3 +196,163 @@ def test_a_bad_value_is_explained_in_both_languages(tmp_path):
         == "Set VLA_BATCH_SIZE to an integer >= 1 (GLOBAL batch size; must divide by the total number of processes)."
     )
     assert problem.fix.zh == "请把 VLA_BATCH_SIZE 设为不小于 1 的整数(全局 batch 大小;必须能被进程总数整除)。"
+
+
+# ---- edges: empty values, numbers, names, where, job files that are not files, strict YAML ----
+
+
+@pytest.mark.parametrize(
+    "variable", ["VLA_WEIGHTS", "VLA_DATASET_REPO_ID", "VLA_ASSET_ID", "VLA_TACO_WHEEL_SHA256", "VLA_NUM_WORKERS"]
+)
+def test_an_empty_value_is_an_error_and_only_none_unsets(tmp_path, variable):
+    base = {"VLA_BAKED_JOB_FILE": str(tmp_path / "x")}
+    for empty in ("", "  "):
+        with pytest.raises(UserError) as caught:
+            load_settings({**base, variable: empty})
+        assert caught.value.exit_code == 2 and caught.value.where == variable
+        assert caught.value.what.en == f"{variable} is set but empty" and "none" in caught.value.fix.en.lower()
+        assert caught.value.what.zh == f"{variable} 已设置,但值为空"
+    name = variable.removeprefix("VLA_").lower()
+    assert getattr(load_settings({**base, variable: "none"}), name) is None
+    job = tmp_path / "job.yaml"
+    job.write_text(f"{name}: null\n")
+    assert getattr(load_settings({**base, "VLA_JOB_FILE": str(job)}), name) is None
+    job.write_text(f"{name}: ''\n")
+    with pytest.raises(UserError, match="is set but empty"):
+        load_settings({**base, "VLA_JOB_FILE": str(job)})
+
+
+def test_integers_are_bounded_without_converting_huge_text(tmp_path):
+    base = {"VLA_BAKED_JOB_FILE": str(tmp_path / "x")}
+    assert load_settings({**base, "VLA_NUM_TRAIN_STEPS": str(2**63 - 1)}).num_train_steps == 2**63 - 1
+    assert load_settings({**base, "VLA_BATCH_SIZE": " 0064 "}).batch_size == 64
+    for text in (str(2**63), "9" * 5000, "9" * 100_000):
+        with pytest.raises(UserError) as caught:
+            load_settings({**base, "VLA_NUM_TRAIN_STEPS": text})
+        assert "an integer from 1 to 9223372036854775807" in caught.value.what.en
+        assert len(caught.value.what.en) < 300  # the value is quoted cut short
+    for text in ("²⁵⁶", "١٠", "1_000", "+5", "0x10"):
+        with pytest.raises(UserError, match="expected an integer >= 1"):
+            load_settings({**base, "VLA_BATCH_SIZE": text})
+
+
+@pytest.mark.parametrize(
+    "variable, value, accepted",
+    [
+        ("VLA_EXP_NAME", "e" * 255, True),
+        ("VLA_EXP_NAME", "e" * 256, False),
+        ("VLA_LOG_DIR", "日" * 85, True),  # 255 bytes
+        ("VLA_LOG_DIR", "日" * 86, False),  # 258 bytes: the limit is in bytes, not characters
+        ("VLA_TRAIN_CONFIG", "c" * 256, False),
+        ("VLA_WEIGHTS", "w/" + "w" * 256, False),
+        ("VLA_ASSETS_ROOT", "/" + "a" * 256, False),
+        ("VLA_DATASET_REPO_ID", "org/" + "d" * 256, False),
+        ("VLA_TACO_WHEEL", "/w/" + "t" * 256 + ".whl", False),
+        ("VLA_TACO_WHEEL", "https://example.com/" + "t" * 300 + ".whl", True),  # a URL is not a file name
+        ("VLA_CHECKPOINT_BASE_DIR", "/".join(["c" * 250] * 17), False),  # 4266 bytes in all
+    ],
+)
+def test_names_and_paths_fit_the_file_system(tmp_path, variable, value, accepted):
+    env = {"VLA_BAKED_JOB_FILE": str(tmp_path / "x"), variable: value}
+    if accepted:
+        load_settings(env)
+        return
+    with pytest.raises(UserError) as caught:
+        load_settings(env)
+    assert caught.value.exit_code == 2 and caught.value.where == variable
+    assert caught.value.id in ("settings.name-too-long", "settings.path-too-long")
+    assert ("255 bytes" in caught.value.what.en) or ("4095 bytes" in caught.value.what.en)
+
+
+def test_where_names_how_a_key_was_set(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("batch_size: 64\n")
+    env = {"VLA_BAKED_JOB_FILE": str(tmp_path / "x"), "VLA_JOB_FILE": str(job), "VLA_LOG_INTERVAL": "5"}
+    s = load_settings(env, {"save_interval": "5"})
+    assert (s.where("batch_size"), s.where("log_interval"), s.where("save_interval"), s.where("exp_name")) == (
+        f"{job}: batch_size",
+        "VLA_LOG_INTERVAL",
+        "--save-interval",
+        "VLA_EXP_NAME",
+    )
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling", "loop", "too-big", "not-utf8"])
+def test_a_job_file_that_cannot_be_read_is_reported_never_skipped(tmp_path, kind):
+    root = tmp_path / "assets"
+    target = root / "code" / "job.yaml"
+    target.parent.mkdir(parents=True)
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)  # opening it for reading would block: it must not be opened
+    elif kind == "dangling":
+        target.symlink_to(tmp_path / "gone.yaml")
+    elif kind == "loop":
+        target.symlink_to(target)
+    elif kind == "too-big":
+        target.write_text("#" * (300 << 10))
+    else:
+        target.write_bytes(b"batch_size: \xff\xfe\n")
+    with pytest.raises(UserError) as caught:
+        load_settings({"VLA_BAKED_JOB_FILE": str(tmp_path / "x"), "VLA_ASSETS_ROOT": str(root)})
+    assert caught.value.exit_code == 2 and caught.value.where == str(target)
+    assert caught.value.what.en.startswith(f"cannot read the job file {target}: ")
+    assert "VLA_JOB_FILE" in caught.value.fix.en
+
+
+def test_a_missing_job_file_is_fine_unless_it_was_asked_for(tmp_path):
+    base = {"VLA_BAKED_JOB_FILE": str(tmp_path / "x"), "VLA_ASSETS_ROOT": str(tmp_path)}
+    assert load_settings(base).files == ()
+    with pytest.raises(UserError, match="does not exist"):
+        load_settings({**base, "VLA_JOB_FILE": str(tmp_path / "nowhere.yaml")})
+    with pytest.raises(UserError) as caught:
+        load_settings(base, {"job_file": str(tmp_path)})
+    assert caught.value.where == "--job-file" and "it is a folder" in caught.value.what.en
+
+
+@pytest.mark.parametrize(
+    "text, problem, line",
+    [
+        ("batch_size: 64\nwandb: true\nbatch_size: 128\n", "the key 'batch_size' is given twice (lines 1 and 3)", 3),
+        ("env:\n  A: 1\n  A: 2\n", "the key 'A' is given twice (lines 2 and 3)", 3),
+        ("env: " + "[" * 100 + "]" * 100 + "\n", "nested more than 32 levels deep", 1),
+        ("extra_args: &a [--seed, *a]\n", "the alias *a refers to the value it is part of", 1),
+        ("batch_size: " + "9" * 65 + "\n", "an integer of 65 characters (at most 64)", 1),
+        ("batch_size: !!python/object:os.system 1\n", "the tag !!python/object:os.system is not supported", 1),
+        ("exp_name: !!binary aGVsbG8=\n", "the tag !!binary is not supported", 1),
+        ("extra_args: !!set {a, b}\n", "the tag !!set is not supported", 1),
+        ("env: {X: !vault x}\n", "the tag !vault is not supported", 1),
+    ],
+    ids=["duplicate-key", "duplicate-nested-key", "deep", "recursive-alias", "long-int", "python-tag", "binary",
+         "set", "custom-tag"],
+)  # fmt: skip
+def test_job_yaml_is_strict(tmp_path, text, problem, line):
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    with pytest.raises(UserError) as caught:
+        load_settings({"VLA_JOB_FILE": str(job), "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
+    assert problem in caught.value.what.en and f"(line {line}," in caught.value.where
+    assert caught.value.what.zh != caught.value.what.en
+
+
+def test_an_alias_bomb_stops_early(tmp_path):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+    )
+    job = tmp_path / "job.yaml"
+    job.write_text(bomb)
+    started = time.monotonic()
+    with pytest.raises(UserError, match="more than 10000 values in all"):
+        load_settings({"VLA_JOB_FILE": str(job), "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
+    assert time.monotonic() - started < 5
+
+
+def test_plain_yaml_still_reads_as_before(tmp_path):
+    """Dates stay strings (an experiment named by its day), merge keys still override, aliases still work."""
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "exp_name: 2024-06-01\nextra_args: [--seed, '1']\nenv:\n  <<: {NCCL_DEBUG: INFO, A: '1'}\n  A: '2'\n"
+    )
+    s = load_settings({"VLA_JOB_FILE": str(job), "VLA_BAKED_JOB_FILE": str(tmp_path / "x")})
+    assert s.exp_name == "2024-06-01" and s.extra_args == ("--seed", "1") and s.env == {"NCCL_DEBUG": "INFO", "A": "2"}

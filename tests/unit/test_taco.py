@@ -15,13 +15,13 @@ from packaging import tags
 
 from entrypoint.core.findings import exit_code_of
 from entrypoint.core.messages import Text
-from entrypoint.core.settings import TACO_WHEEL_URL, load_settings
+from entrypoint.core.settings import TACO_WHEEL_URL, TacoMode, load_settings
 from entrypoint.inspect.environment import EnvPlan
 from entrypoint.net.source import sha256_of
 from entrypoint.taco.activate import ActivationStatus, TacoActivation, Verdict, activate_taco
 from entrypoint.taco.bake import BakeError, bake
 from entrypoint.taco.bake import main as bake_main
-from entrypoint.taco.plan import PROFILE_FEATURES, TacoMode, TacoPlan, TacoStatus, plan_taco
+from entrypoint.taco.plan import PROFILE_FEATURES, TacoPlan, TacoStatus, plan_taco
 from entrypoint.taco.summary import parse_summary
 from tests.support.httpserver import serve_directory
 from tests.support.taco_wheel import CP312, build_wheel, interpreter_tag
