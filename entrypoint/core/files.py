@@ -1,11 +1,11 @@
 """Reading files someone else made without trusting them: never blocking, never unbounded, never changing them.
 
-Before a file is opened it is stat-ed (links followed: Hugging Face caches and hand-staged trees are made of
-links) and anything but a regular file is refused unopened: a FIFO would block its reader forever, a device may
-act when opened. The open itself is non-blocking (a FIFO swapped in after the stat cannot block either), asks
-the kernel not to touch the access time where it allows that, and is checked again with `fstat`; reads are
-`pread`s of a bounded number of bytes. A refusal is a `FileRefused` naming its `Problem`; callers put it in
-their own words.
+Before a file is opened it is stat-ed, or seen as a regular file in a directory listing just made (links
+followed: Hugging Face caches and hand-staged trees are made of links), and anything but a regular file is refused
+unopened: a FIFO would block its reader forever, a device may act when opened. The open itself is non-blocking (a
+FIFO swapped in after the stat cannot block either, and reading one fails) and asks the kernel not to touch the
+access time where it allows that; reads are `pread`s of a bounded number of bytes. A refusal is a `FileRefused`
+naming its `Problem`; callers put it in their own words.
 """
 
 from __future__ import annotations
@@ -13,11 +13,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_PROBE = 64  # files read in turn before `read_ends_of` judges the storage
+_SLOW_S = 30e-6  # a file's read from a warm cache takes under 10 µs; from a disk or a network, far more
+_WORKERS = 4  # enough to overlap the waits; more only contend for the interpreter
 _noatime = getattr(os, "O_NOATIME", 0)  # cleared after the first EPERM: only the owner (or root) may ask for it
 
 
@@ -46,8 +51,7 @@ class FileRefused(Exception):
         self.path, self.problem, self.detail, self.size, self.limit = str(path), problem, detail, size, limit
 
 
-@dataclass(frozen=True, slots=True)
-class Ends:
+class Ends(NamedTuple):
     """A regular file's size and its first and last bytes (each at most what was asked for)."""
 
     size: int
@@ -81,6 +85,7 @@ def refusal(path: str | Path, error: OSError) -> FileRefused:
         errno.EACCES: Problem.PERMISSION_DENIED,
         errno.EPERM: Problem.PERMISSION_DENIED,
         errno.EISDIR: Problem.FOLDER,
+        errno.ESPIPE: Problem.FIFO,
     }
     problem = problems.get(error.errno or 0)
     return FileRefused(path, problem or Problem.OS_ERROR, "" if problem else str(error.strerror or error))
@@ -94,73 +99,138 @@ def problem_at(path: str | Path) -> Problem | None:
         return refusal(path, error).problem
 
 
-def _open(path: str | Path, checked: bool, limit: int | None) -> tuple[int, int]:
-    """A read-only descriptor of the regular file `path` and its size (see `read_ends`)."""
-    global _noatime
-    if not checked:
-        try:
-            problem = mode_problem(os.stat(path).st_mode)
-        except OSError as error:
-            raise refusal(path, error) from None
-        if problem is not None:
-            raise FileRefused(path, problem)
+def _require_regular(path: str | Path) -> None:
     try:
-        try:
-            fd = os.open(path, _FLAGS | _noatime)
-        except PermissionError:
-            if not _noatime:
-                raise
-            _noatime = 0
-            fd = os.open(path, _FLAGS)
+        problem = mode_problem(os.stat(path).st_mode)
     except OSError as error:
         raise refusal(path, error) from None
-    try:
-        found = os.fstat(fd)
-    except OSError as error:
-        os.close(fd)
-        raise refusal(path, error) from None
-    problem = mode_problem(found.st_mode)
-    if problem is None and limit is not None and found.st_size > limit:
-        os.close(fd)
-        raise FileRefused(path, Problem.TOO_BIG, size=found.st_size, limit=limit)
     if problem is not None:
-        os.close(fd)
         raise FileRefused(path, problem)
-    return fd, found.st_size
 
 
-def read_ends(path: str | Path, head: int, tail: int = 0, *, checked: bool = False, limit: int | None = None) -> Ends:
-    """The first `head` and last `tail` bytes of the regular file `path` (the whole file when it is shorter), two
-    `pread`s at most. `checked`: the caller has just seen a regular file there (a directory listing's type), so
-    the stat before opening is skipped; the check after opening is not. A file over `limit` bytes is refused
-    unread. Raises `FileRefused`."""
-    fd, size = _open(path, checked, limit)
+def _open(path: str | Path) -> int:
+    """A read-only, non-blocking descriptor of `path`; raises `OSError`."""
+    global _noatime
     try:
-        first = os.pread(fd, min(head, size), 0) if head and size else b""
-        if tail <= 0:
-            last = b""
-        elif size <= len(first):
-            last = first[-tail:]
-        else:
-            last = os.pread(fd, tail, max(size - tail, 0))
+        return os.open(path, _FLAGS | _noatime)
+    except PermissionError:
+        if not _noatime:
+            raise
+        _noatime = 0
+        return os.open(path, _FLAGS)
+
+
+def _ends(fd: int, head: int, tail: int) -> Ends:
+    """See `read_ends`; the size is asked only when the head read did not reach the end."""
+    first = os.pread(fd, head, 0) if head else b""
+    if head and len(first) < head:
+        return Ends(len(first), first, first[-tail:] if tail else b"")
+    size = os.lseek(fd, 0, os.SEEK_END)
+    return Ends(size, first, os.pread(fd, tail, max(size - tail, 0)) if tail else b"")
+
+
+def read_ends(path: str | Path, head: int, tail: int = 0) -> Ends:
+    """The size and the first `head` and last `tail` bytes of the regular file `path` (the whole file when it is
+    shorter): one stat, one open, two `pread`s at most. Raises `FileRefused`."""
+    _require_regular(path)
+    try:
+        fd = _open(path)
+    except OSError as error:
+        raise refusal(path, error) from None
+    try:
+        return _ends(fd, head, tail)
     except OSError as error:
         raise refusal(path, error) from None
     finally:
         os.close(fd)
-    return Ends(size, first, last)
+
+
+def read_ends_of(paths: Sequence[str], head: int, tail: int = 0) -> list[Ends | FileRefused]:
+    """`read_ends` of each path, in order, for files a directory listing has just shown to be regular: no stat
+    before opening (the listing's file type stands for it), each result an `Ends` or the `FileRefused` why not.
+    Should something else have taken a file's place since the listing, the non-blocking open cannot block and a
+    FIFO's or folder's read fails; a device's yields at most `head` + `tail` bytes. `tail` is at most `head`.
+
+    The first files are read in turn; when they show slow storage (a cold cache, a network file system: each read
+    waits on a disk or a round trip), the rest is shared among a few threads so that the waits overlap. From a
+    warm cache one loop is faster: the reads do not wait, and threads would only contend."""
+    started = time.perf_counter()
+    found = _read_run(paths[:_PROBE], head, tail)
+    rest = paths[_PROBE:]
+    if not rest or (time.perf_counter() - started) < _SLOW_S * len(found):
+        return found + _read_run(rest, head, tail)
+    import threading
+
+    size = -(-len(rest) // _WORKERS)
+    parts: list[list[Ends | FileRefused]] = [[] for _ in range(_WORKERS)]
+    failures: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            parts[index] = _read_run(rest[index * size : (index + 1) * size], head, tail)
+        except BaseException as failure:  # handed to the caller's thread below
+            failures.append(failure)
+
+    workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(_WORKERS)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise failures[0]
+    return found + [ends for part in parts for ends in part]
+
+
+def _read_run(paths: Sequence[str], head: int, tail: int) -> list[Ends | FileRefused]:
+    """`read_ends_of` for `paths` in one tight loop."""
+    found: list[Ends | FileRefused] = []
+    append, open_, pread, lseek, close = found.append, os.open, os.pread, os.lseek, os.close
+    for path in paths:
+        try:
+            fd = open_(path, _FLAGS | _noatime)
+        except OSError:
+            try:
+                fd = _open(path)
+            except OSError as error:
+                append(refusal(path, error))
+                continue
+        try:
+            first = pread(fd, head, 0)
+            if len(first) < head:
+                append(Ends(len(first), first, first[-tail:] if tail else b""))
+            else:
+                size = lseek(fd, 0, os.SEEK_END)
+                append(Ends(size, first, pread(fd, tail, size - tail) if tail else b""))
+        except OSError as error:
+            append(refusal(path, error))
+        finally:
+            close(fd)
+    return found
 
 
 def read_all(path: str | Path, limit: int) -> bytes:
     """Every byte of the regular file `path`, which must be at most `limit` bytes long. Raises `FileRefused`."""
-    return read_ends(path, limit, limit=limit).head
+    with Opened(path) as opened:
+        if opened.size > limit:
+            raise FileRefused(path, Problem.TOO_BIG, size=opened.size, limit=limit)
+        return opened.read(0, opened.size)
 
 
 class Opened:
-    """A regular file opened by `open_regular`: its size, and reads that never go past its end."""
+    """A regular file, open for bounded reads at any offset: `size`, and `read`s that never go past its end."""
 
-    def __init__(self, path: str | Path, checked: bool = False) -> None:
+    def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._fd, self.size = _open(path, checked, None)
+        _require_regular(path)
+        try:
+            self._fd = _open(path)
+        except OSError as error:
+            raise refusal(path, error) from None
+        try:
+            self.size = os.lseek(self._fd, 0, os.SEEK_END)
+        except OSError as error:
+            os.close(self._fd)
+            raise refusal(path, error) from None
 
     def read(self, offset: int, count: int) -> bytes:
         """Up to `count` bytes from `offset` (fewer at the end of the file). Raises `FileRefused`."""

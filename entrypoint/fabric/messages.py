@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from entrypoint.core.messages import Catalogue, Text
+from entrypoint.core.messages import Catalogue
 
 MESSAGES = Catalogue(
     "fabric",
@@ -342,9 +340,3 @@ MESSAGES = Catalogue(
         "proof": ("NCCL transports: {summary}", "NCCL 实际传输方式:{summary}"),
     },
 )
-
-
-def joined(parts: Iterable[Text], separator: str = ", ", separator_zh: str = ", ") -> Text:
-    """Texts listed one after another, each language with its own separator."""
-    items = list(parts)
-    return Text(separator.join(t.en for t in items), separator_zh.join(t.zh for t in items))

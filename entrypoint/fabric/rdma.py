@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from entrypoint.core.findings import passed
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Text, joined
 from entrypoint.fabric.draft import Draft, NcclList, port_names, source_of
 from entrypoint.fabric.inventory import (
     IB_SYSFS,
@@ -21,7 +21,6 @@ from entrypoint.fabric.inventory import (
     parse_int,
 )
 from entrypoint.fabric.messages import MESSAGES as M
-from entrypoint.fabric.messages import joined
 
 _GID_INDEX_AUTO_SINCE = (2, 21)
 _MEMLOCK_PASSED = {

@@ -7,11 +7,10 @@ import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Text, joined
 from entrypoint.fabric.draft import Draft, NcclList, source_of
 from entrypoint.fabric.inventory import NET_SYSFS, ROUTES, SOCKET_VARS, Inventory, Route
 from entrypoint.fabric.messages import MESSAGES as M
-from entrypoint.fabric.messages import joined
 
 Resolver = Callable[[str], Sequence[str]]
 

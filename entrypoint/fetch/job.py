@@ -19,10 +19,9 @@ from typing import BinaryIO, NoReturn
 
 from entrypoint.core.errors import PreflightFailed
 from entrypoint.core.masking import safe_url
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Text, joined
 from entrypoint.fetch.manifest import Entry
 from entrypoint.fetch.messages import MESSAGES as M
-from entrypoint.fetch.messages import joined
 from entrypoint.fetch.progress import Progress
 from entrypoint.fetch.unpack import (
     ArchiveError,

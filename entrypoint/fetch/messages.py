@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from entrypoint.core.messages import Catalogue, Text
+from entrypoint.core.messages import Catalogue
 
 MESSAGES = Catalogue(
     "fetch",
@@ -394,8 +392,3 @@ MESSAGES = Catalogue(
         ),
     },
 )
-
-
-def joined(parts: Sequence[Text], separator: str) -> Text:
-    """Several messages as one, each language joined with `separator`."""
-    return Text(separator.join(part.en for part in parts), separator.join(part.zh for part in parts))

@@ -172,6 +172,44 @@ MESSAGES = Catalogue(
         "file-is-folder": ("a folder is where a file should be", "此处应为文件而不是文件夹"),
         "file-permission-denied": ("the file is not readable (permission denied)", "文件不可读(权限不足)"),
         "file-unreadable": ("the file cannot be read: {error}", "文件无法读取:{error}"),
+        "file-dangling-link": (
+            "the file is a symbolic link to {target}, which does not exist",
+            "该文件是指向 {target} 的符号链接,但链接目标不存在",
+        ),
+        "file-link-loop": ("the file is a loop of symbolic links", "该文件是循环的符号链接"),
+        "file-fifo": (
+            "a FIFO (named pipe) is where a file should be; it is never read, because reading it would block forever",
+            "此处应为文件,实际是 FIFO(命名管道);不会读取它,因为读取会永远阻塞",
+        ),
+        "file-special": (
+            "a device or socket is where a file should be; it is never opened",
+            "此处应为文件,实际是设备或套接字;不会打开它",
+        ),
+        "file-name-too-long": (
+            "the path is too long for the file system (a name over 255 bytes)",
+            "路径超出文件系统的长度限制(单个名称超过 255 字节)",
+        ),
+        "file-too-big": (
+            "the file is {size} bytes; a file like this is at most {limit} bytes, so it is not read",
+            "文件大小为 {size} 字节;此类文件最多 {limit} 字节,因此不会读取",
+        ),
+        "file-empty": ("the file is empty", "文件为空"),
+        "json-too-deep": ("the JSON is nested too deeply to read", "JSON 嵌套层数过深,无法读取"),
+        "json-integer-too-long": (
+            "the JSON holds an integer of more than {limit} digits",
+            "JSON 中有超过 {limit} 位的整数",
+        ),
+        "lfs-pointer": (
+            "the file is a git-lfs pointer (about 130 bytes of text), not the real content: it was cloned without "
+            "git-lfs",
+            "该文件是 git-lfs 指针(约 130 字节的文本),不是实际内容:克隆时没有启用 git-lfs",
+        ),
+        "lfs-pointer-fix": (
+            "Run `git lfs install && git lfs pull` in {folder}, or download the real files instead of cloning "
+            "without git-lfs.",
+            "请在 {folder} 中运行 `git lfs install && git lfs pull`,或直接下载真实文件,不要在未启用 git-lfs 时克隆。",
+        ),
+        "named-problem": ("{path} ({problem})", "{path}({problem})"),
         "file-not-json": ("the file is not valid JSON: {error}", "文件不是合法的 JSON:{error}"),
         "file-not-json-object": ("it is not a JSON object", "不是 JSON 对象"),
         "file-problem": ("{path}: {problem}", "{path}:{problem}"),
@@ -210,6 +248,39 @@ MESSAGES = Catalogue(
             "张量 '{name}' 的 data_offsets 无效(头损坏)",
         ),
         "safetensors-no-tensors": ("the file holds no tensors", "文件中没有任何张量"),
+        "safetensors-bad-dtype": (
+            "tensor '{name}' has the dtype {dtype}, which the safetensors loader does not know",
+            "张量 '{name}' 的 dtype {dtype} 不是 safetensors 加载器认识的类型",
+        ),
+        "safetensors-bad-shape": (
+            "tensor '{name}' has no valid shape (a list of sizes whose product fits 64 bits)",
+            "张量 '{name}' 的 shape 无效(应为乘积不超过 64 位的尺寸列表)",
+        ),
+        "safetensors-bad-metadata": (
+            "'__metadata__' is not a map of strings to strings (corrupt header)",
+            "'__metadata__' 不是字符串到字符串的映射(头损坏)",
+        ),
+        "safetensors-gap": (
+            "tensor '{name}' starts at data byte {start} but the tensor before it ends at {end}: a gap, which the "
+            "safetensors loader refuses",
+            "张量 '{name}' 从数据第 {start} 字节开始,但前一个张量在第 {end} 字节结束:"
+            "中间有空隙,safetensors 加载器会拒绝",
+        ),
+        "safetensors-overlap": (
+            "tensor '{name}' starts at data byte {start}, inside the tensor before it (which ends at {end}): "
+            "overlapping tensors, which the safetensors loader refuses",
+            "张量 '{name}' 从数据第 {start} 字节开始,与前一个张量(在第 {end} 字节结束)重叠,safetensors 加载器会拒绝",
+        ),
+        "safetensors-size-mismatch": (
+            "tensor '{name}' is {dtype} of shape {shape}, {expected} bytes, but its data_offsets span {actual} bytes",
+            "张量 '{name}' 为 {dtype}、shape 为 {shape},应占 {expected} 字节,但其 data_offsets 跨度为 {actual} 字节",
+        ),
+        "safetensors-trailing": (
+            "the file has {extra} bytes after its last tensor ({size} bytes, its header accounts for {needed}): the "
+            "safetensors loader refuses it",
+            "文件在最后一个张量之后多出 {extra} 字节(实际 {size} 字节,头部只说明了 {needed} 字节):"
+            "safetensors 加载器会拒绝",
+        ),
         "safetensors-truncated": (
             "the file is truncated: {size} bytes but its header needs {needed}",
             "文件被截断:实际 {size} 字节,头部声明需要 {needed} 字节",
@@ -221,6 +292,7 @@ MESSAGES = Catalogue(
             "请重新把转换后的 PyTorch 权重(config.json、model.safetensors)复制到 {weights},或设置 VLA_WEIGHTS。",
         ),
         "weights-missing": ("the base weights folder {weights} does not exist", "基座权重目录 {weights} 不存在"),
+        "weights-not-folder": ("the base weights path {weights} is not a folder", "基座权重路径 {weights} 不是文件夹"),
         "weights-complete": (
             "base weights complete ({gigabytes:.2f} GB) in {weights}",
             "基座权重完整({gigabytes:.2f} GB):{weights}",
@@ -244,11 +316,62 @@ MESSAGES = Catalogue(
             "video features are declared but 'video_path' is missing",
             "声明了视频特征但缺少 'video_path'",
         ),
-        "dataset-template-field": (
-            "{path}: a path template names an unknown field ({error})",
-            "{path}:路径模板含未知字段({error})",
+        "dataset-template-invalid": (
+            "{key} {template} is not a LeRobot v2 path template: {reason}",
+            "{key} {template} 不是 LeRobot v2 路径模板:{reason}",
+        ),
+        "template-malformed": ("its braces do not pair up ({error})", "花括号不成对({error})"),
+        "template-unknown-field": (
+            "it names the field {{{field}}}; only {allowed} are known",
+            "它使用了字段 {{{field}}};只支持 {allowed}",
+        ),
+        "template-field-access": (
+            "{{{field}}} reaches into a field (attribute or index access)",
+            "{{{field}}} 访问了字段的属性或下标",
+        ),
+        "template-conversion": ("{{{field}!{conversion}}} converts the value", "{{{field}!{conversion}}} 对值做了转换"),
+        "template-format-spec": (
+            "{{{field}:{spec}}} is not a simple integer format such as 03d",
+            "{{{field}:{spec}}} 不是简单的整数格式(例如 03d)",
+        ),
+        "template-no-index": ("it does not contain {{episode_index}}", "其中没有 {{episode_index}}"),
+        "template-not-relative": ("it is not a relative path inside the dataset", "它不是数据集内的相对路径"),
+        "dataset-v3": (
+            "{root} is a LeRobot v3.0 dataset (codebase_version {version}, episodes packed into {data_path}); "
+            "openpi's pinned LeRobot reads only v2.x datasets, one file per episode",
+            "{root} 是 LeRobot v3.0 数据集(codebase_version {version},多个剧集合并存放于 {data_path});"
+            "openpi 固定版本的 LeRobot 只能读取每个剧集一个文件的 v2.x 数据集",
+        ),
+        "dataset-v3-fix": (
+            "Get a v2.1 copy: download the dataset's v2.1 revision from the Hugging Face Hub (`huggingface-cli "
+            "download {repo} --repo-type dataset --revision v2.1 --local-dir {root}`, where the hub copy has that "
+            "tag), or convert this copy back with a v3.0-to-v2.1 converter (LeRobot's own "
+            "convert_dataset_v21_to_v30.py only goes forward).",
+            "请获取 v2.1 版本:从 Hugging Face Hub 下载该数据集的 v2.1 修订版(`huggingface-cli download {repo} "
+            "--repo-type dataset --revision v2.1 --local-dir {root}`,前提是 Hub 上有该标签),"
+            "或用 v3.0 转 v2.1 的转换脚本把本地副本转换回去"
+            "(LeRobot 自带的 convert_dataset_v21_to_v30.py 只能向前转换)。",
         ),
         "dataset-meta-missing": ("{folder} lacks {names}", "{folder} 缺少 {names}"),
+        "dataset-meta-broken": ("{folder}: {problems}", "{folder}:{problems}"),
+        "meta-not-json-lines": ("it does not start with a JSON object", "开头不是 JSON 对象"),
+        "dataset-lfs": (
+            "{count} files under {root} are git-lfs pointers, not data (cloned without git-lfs): {shown}",
+            "{root} 下有 {count} 个文件是 git-lfs 指针而不是数据(克隆时没有启用 git-lfs):{shown}",
+        ),
+        "dataset-files-broken": (
+            "{count} of {expected} episode files under {root} are not what their names claim: {shown}",
+            "{root} 下 {expected} 个剧集文件中有 {count} 个内容与文件名不符:{shown}",
+        ),
+        "parquet-no-magic": (
+            "no PAR1 magic at both ends: not a whole parquet file",
+            "两端没有 PAR1 标记:不是完整的 parquet 文件",
+        ),
+        "parquet-bad-footer": (
+            "its footer length {footer} does not fit a {size}-byte file (truncated or corrupt)",
+            "其 footer 长度 {footer} 与 {size} 字节的文件不符(被截断或损坏)",
+        ),
+        "mp4-no-ftyp": ("no ftyp box at the start: not an mp4 file", "开头没有 ftyp box:不是 mp4 文件"),
         "dataset-files-missing": (
             "{missing} of {expected} episode files under {root} are missing or empty: {shown}",
             "{root} 下 {expected} 个剧集文件中有 {missing} 个缺失或为空:{shown}",
@@ -261,6 +384,10 @@ MESSAGES = Catalogue(
         "tokenizer-missing": (
             "the PaliGemma tokenizer is not staged (looked at {places}); openpi will try to download it",
             "PaliGemma 分词器未就位(已查找 {places});openpi 将尝试联网下载",
+        ),
+        "tokenizer-broken-fix": (
+            "Replace {path} with the real paligemma_tokenizer.model, or remove it so that openpi downloads it.",
+            "请用真实的 paligemma_tokenizer.model 替换 {path},或删除它以便 openpi 自行下载。",
         ),
         "tokenizer-missing-fix": (
             "Copy paligemma_tokenizer.model to {target} so offline jobs do not hang.",
@@ -338,6 +465,14 @@ MESSAGES = Catalogue(
         "resume-unlistable-fix": ("Check the permissions of {folder}.", "请检查 {folder} 的权限。"),
         "resume-files-missing": ("missing {names}", "缺少 {names}"),
         "resume-incomplete-step": ("{step} ({reason})", "{step}({reason})"),
+        "resume-name-not-a-step": (
+            "not a step folder as openpi names it: openpi reads it as step {number} and would load the folder {number}",
+            "不是 openpi 命名的步数目录:openpi 会把它读作第 {number} 步,并去加载目录 {number}",
+        ),
+        "resume-name-crashes-openpi": (
+            "digits to Python's isdigit() but no number to int(): openpi's --resume would crash on it",
+            "Python 的 isdigit() 认为它是数字,int() 却无法转换:openpi 的 --resume 会因此崩溃",
+        ),
         "resume-leftovers": (
             "ignored incomplete checkpoints in {folder}: {leftovers}",
             "已忽略 {folder} 中不完整的检查点:{leftovers}",
@@ -346,6 +481,12 @@ MESSAGES = Catalogue(
             "They come from an interrupted save; they are never resumed from. Folders above the resumed step are "
             "renamed to *.incomplete-<time>, not deleted.",
             "它们来自中断的保存,不会被用于恢复;高于恢复步的目录会被重命名为 *.incomplete-<time>,不会删除。",
+        ),
+        "resume-misnamed-fix": (
+            "A step folder openpi cannot read by its name is moved aside the same way whenever openpi could pick it; "
+            "to resume from one, rename it to its plain step number (00010 -> 10).",
+            "openpi 无法按名称读取的步数目录,只要可能被 openpi 选中,也会同样被移到一旁;"
+            "如需从它恢复,请把它重命名为纯数字步数(00010 -> 10)。",
         ),
         "resume-no-complete-checkpoint": (
             "no complete checkpoint in {folder}: fresh start",
@@ -362,6 +503,13 @@ MESSAGES = Catalogue(
         ),
     },
 )
+
+
+def shown(value: str, limit: int = 120) -> str:
+    """A value someone wrote, safe to print: unprintable characters escaped, at most `limit` characters (cut with
+    '…')."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in value[:limit])
+    return text + "…" if len(value) > limit else text
 
 
 def verbatim(value: str) -> Text:

@@ -24,12 +24,15 @@ STEP_LINE = re.compile(r"\bstep=(?P<step>\d+) loss=(?P<loss>[-+0-9.eE]+|nan|inf)
 SAVED_LINE = re.compile(r"Saved checkpoint at step (?P<step>\d+) -> (?P<path>\S+)")
 
 
-def save_steps(num_train_steps: int, save_interval: int, after_step: int = 0) -> list[int]:
-    """Steps openpi will save a checkpoint at, beyond `after_step` (the step a resumed run starts from)."""
-    steps = {s for s in range(save_interval, num_train_steps + 1, save_interval)}
-    if num_train_steps - 1 >= 1:
-        steps.add(num_train_steps - 1)
-    return sorted(s for s in steps if s > after_step)
+def save_count(num_train_steps: int, save_interval: int, after_step: int = 0) -> int:
+    """How many checkpoints openpi will save beyond `after_step` (the step a resumed run starts from): the
+    multiples of the interval in (after_step, N], and N - 1 when it is not one of them. Arithmetic only, so a
+    step count of 10**12 costs what 50 does."""
+    if num_train_steps <= after_step:
+        return 0
+    multiples = num_train_steps // save_interval - after_step // save_interval
+    last = num_train_steps - 1
+    return multiples + (1 if last >= 1 and last > after_step and last % save_interval else 0)
 
 
 def final_step_saved(num_train_steps: int, save_interval: int) -> bool:

@@ -1,10 +1,17 @@
 """Resume, decided once before torchrun from the experiment folder on shared storage.
 
-The newest *complete* step folder (digits only, with model.safetensors, optimizer.pt and metadata.pt and a
-sound safetensors header) means `--resume`; none means a fresh start. Leftovers (`tmp_*`, incomplete steps)
-are reported, never chosen. Because openpi's own `--resume` takes the highest all-digit folder, incomplete
-folders above the chosen step are moved aside (renamed, never deleted) by node 0 before launch. Every node
-reads the same folder before any node trains, so all nodes reach the same decision.
+The newest *complete* step folder (with model.safetensors, optimizer.pt and metadata.pt, a safetensors file the
+loader accepts, and no empty file or git-lfs pointer) means `--resume`; none means a fresh start. Leftovers
+(`tmp_*`, incomplete steps) are reported, never chosen. Because openpi's own `--resume` takes the highest
+all-digit folder, incomplete folders above the chosen step are moved aside (renamed, never deleted) by node 0
+before launch. Every node reads the same folder before any node trains, so all nodes reach the same decision.
+
+A step folder is named the way openpi names it, `str(step)`: ASCII digits without leading zeros. openpi's own
+reading decides the rest: it lists every name `str.isdigit()` accepts, takes the highest `int(name)` and loads
+the folder `str(that)`. So a complete folder named `00010` is never resumed from (openpi would look for `10/`),
+and a name such as `²` or `①` (a digit to `isdigit()`, not to `int()`) would crash openpi's `--resume`. Both kinds
+are reported as leftovers and moved aside whenever openpi could pick them: always for a name `int()` refuses,
+otherwise when its number is above the chosen step.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from entrypoint.core.files import FileRefused, Problem, read_ends
 from entrypoint.core.findings import Finding, passed, warned
 from entrypoint.core.messages import Text
 from entrypoint.core.settings import Settings
-from entrypoint.inspect.assets import InvalidAsset, check_safetensors
+from entrypoint.inspect.assets import HEAD_BYTES, InvalidAsset, check_safetensors, is_lfs_pointer, refused_text
 from entrypoint.inspect.messages import MESSAGES as M
-from entrypoint.inspect.messages import joined, verbatim
+from entrypoint.inspect.messages import joined, shown, verbatim
 from entrypoint.inspect.openpi import CHECKPOINT_FILES
 
 
@@ -54,14 +62,44 @@ class ResumeDecision:
 
 
 def _incomplete_reason(folder: Path) -> Text | None:
-    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
+    """Why a step folder cannot be resumed from; None when openpi can load it."""
+    missing: list[str] = []
+    problems: list[Text] = []
+    for name in CHECKPOINT_FILES:
+        try:
+            ends = read_ends(folder / name, HEAD_BYTES)
+        except FileRefused as refused:
+            if refused.problem is Problem.MISSING:
+                missing.append(name)
+            else:
+                problems.append(M("named-problem", path=name, problem=refused_text(refused)))
+            continue
+        if not ends.size:
+            problems.append(M("named-problem", path=name, problem=M("file-empty")))
+        elif is_lfs_pointer(ends.head):
+            problems.append(M("named-problem", path=name, problem=M("lfs-pointer")))
     if missing:
         return M("resume-files-missing", names=", ".join(missing))
+    if problems:
+        return joined(problems)
     try:
         check_safetensors(folder / "model.safetensors")
     except InvalidAsset as exc:
         return M("file-problem", path="model.safetensors", problem=exc.text)
     return None
+
+
+def _is_step_name(name: str) -> bool:
+    """Whether `name` is how openpi names a step folder: `str(step)`, ASCII digits without leading zeros."""
+    return name.isascii() and name.isdigit() and (name == "0" or not name.startswith("0"))
+
+
+def _openpi_number(name: str) -> int | None:
+    """The step openpi's `int(name)` reads from a name `isdigit()` accepts; None where `int()` raises."""
+    try:
+        return int(name)
+    except ValueError:
+        return None
 
 
 def decide_resume(settings: Settings) -> ResumeDecision:
@@ -91,8 +129,9 @@ def decide_resume(settings: Settings) -> ResumeDecision:
             str(exp),
         )
         return ResumeDecision(ResumeAction.FRESH, None, exp, findings=(unlistable,))
-    steps = sorted((int(n) for n in names if n.isdigit() and (exp / n).is_dir()), reverse=True)
-    leftovers = [verbatim(n) for n in names if n.startswith("tmp_")]
+    listed = [n for n in names if n.isdigit() and (exp / n).is_dir()]  # what openpi's --resume looks at
+    steps = sorted((int(n) for n in listed if _is_step_name(n)), reverse=True)
+    leftovers = [verbatim(shown(n)) for n in names if n.startswith("tmp_")]
     complete: list[int] = []
     incomplete: list[int] = []
     for step in steps:
@@ -103,21 +142,30 @@ def decide_resume(settings: Settings) -> ResumeDecision:
             incomplete.append(step)
             leftovers.append(M("resume-incomplete-step", step=step, reason=reason))
     chosen = complete[0] if complete else None
-    above = tuple(exp / str(step) for step in incomplete if chosen is None or step > chosen)
+    above = [exp / str(step) for step in incomplete if chosen is None or step > chosen]
+    misnamed = [n for n in listed if not _is_step_name(n)]
+    for name in misnamed:
+        number = _openpi_number(name)
+        reason = M("resume-name-crashes-openpi") if number is None else M("resume-name-not-a-step", number=number)
+        leftovers.append(M("resume-incomplete-step", step=shown(name), reason=reason))
+        if number is None or chosen is None or number > chosen:
+            above.append(exp / name)
     findings: list[Finding] = []
     if leftovers:
         findings.append(
             warned(
                 "resume.leftovers",
                 M("resume-leftovers", folder=exp, leftovers=joined(leftovers)),
-                M("resume-leftovers-fix"),
+                joined([M("resume-leftovers-fix"), M("resume-misnamed-fix")], " ")
+                if misnamed
+                else M("resume-leftovers-fix"),
                 str(exp),
             )
         )
-    listed = tuple(t.en for t in leftovers)
+    shown_leftovers = tuple(t.en for t in leftovers)
     if chosen is None:
         findings.append(passed("resume", M("resume-no-complete-checkpoint", folder=exp), str(exp)))
-        return ResumeDecision(ResumeAction.FRESH, None, exp, (), listed, above, tuple(findings))
+        return ResumeDecision(ResumeAction.FRESH, None, exp, (), shown_leftovers, tuple(above), tuple(findings))
     findings.append(passed("resume", M("resume-from", step=chosen, folder=exp), str(exp / str(chosen))))
     if chosen >= settings.num_train_steps:
         findings.append(
@@ -128,7 +176,9 @@ def decide_resume(settings: Settings) -> ResumeDecision:
                 "VLA_NUM_TRAIN_STEPS",
             )
         )
-    return ResumeDecision(ResumeAction.RESUME, chosen, exp, tuple(reversed(complete)), listed, above, tuple(findings))
+    return ResumeDecision(
+        ResumeAction.RESUME, chosen, exp, tuple(reversed(complete)), shown_leftovers, tuple(above), tuple(findings)
+    )
 
 
 def aside_name(path: Path, label: str) -> Path:

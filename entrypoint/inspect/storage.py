@@ -14,7 +14,7 @@ from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.messages import Text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
-from entrypoint.inspect.openpi import final_step_saved, save_steps
+from entrypoint.inspect.openpi import final_step_saved, save_count
 
 CHECKPOINT_TO_WEIGHTS = 3  # model.safetensors (~1x, fp32 weights) + optimizer.pt (~2x, AdamW moments)
 DEFAULT_CHECKPOINT_BYTES = 21 * 10**9  # measured for pi05: 7.47 GB model + 13.47 GB optimizer
@@ -74,9 +74,9 @@ def check_checkpoint_storage(settings: Settings, resume_step: int | None, weight
         ]
     findings = [passed("storage.checkpoint-writable", M("checkpoint-writable", folder=folder), str(folder))]
     target = nearest_existing(folder)
-    saves = save_steps(settings.num_train_steps, settings.save_interval, resume_step or 0)
+    saves = save_count(settings.num_train_steps, settings.save_interval, resume_step or 0)
     per_save = CHECKPOINT_TO_WEIGHTS * weights_bytes if weights_bytes else DEFAULT_CHECKPOINT_BYTES
-    needed = len(saves) * per_save
+    needed = saves * per_save
     free = free_bytes(folder)
     if free is not None and saves and free < per_save:
         findings.append(
@@ -95,7 +95,7 @@ def check_checkpoint_storage(settings: Settings, resume_step: int | None, weight
                     "checkpoint-short-of-room",
                     free=free / GB,
                     target=target,
-                    saves=len(saves),
+                    saves=saves,
                     per_save=per_save / GB,
                     needed=needed / GB,
                 ),
@@ -107,7 +107,7 @@ def check_checkpoint_storage(settings: Settings, resume_step: int | None, weight
         findings.append(
             passed(
                 "storage.checkpoint-space",
-                M("checkpoint-room", free=free / GB, saves=len(saves), per_save=per_save / GB),
+                M("checkpoint-room", free=free / GB, saves=saves, per_save=per_save / GB),
                 str(folder),
             )
         )

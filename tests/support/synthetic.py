@@ -1,7 +1,10 @@
 """Synthetic openpi-assets trees shaped like the real ones (LIBERO dataset, norm stats, pi05 weights).
 
 Used by the unit tests, the image tests, the demo and the benchmarks. Files are tiny stand-ins except where a
-size is asked for: `weights_size` makes a sparse `model.safetensors` whose header claims that many bytes.
+size is asked for: `weights_size` makes a sparse `model.safetensors` whose header claims that many bytes. Stand-ins
+look like what they stand for to a reader of a few bytes at each end: episode parquet files carry `PAR1` at both
+ends and a footer length that fits, mp4 files start with an `ftyp` box (real parquet, written by pyarrow, is in
+`tests/support/real/`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,21 @@ def write_safetensors(path: Path, data_bytes: int = 64, sparse: bool = False) ->
             handle.truncate(8 + len(header) + data_bytes)
         else:
             handle.write(bytes(data_bytes))
+
+
+# An mp4's first box: size 24, type ftyp, major brand isom, minor version 512, compatible brands isom, mp41.
+MP4_FTYP = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isommp41"
+
+
+def parquet_bytes(body: bytes = bytes(48), footer: bytes = bytes(8)) -> bytes:
+    """A parquet file's frame around `body` and `footer` (its metadata): `PAR1`, the body, the footer, the footer's
+    length (4 bytes, little-endian), `PAR1`."""
+    return b"PAR1" + body + footer + len(footer).to_bytes(4, "little") + b"PAR1"
+
+
+def mp4_bytes(body: bytes = bytes(16)) -> bytes:
+    """An mp4 file: the `ftyp` box, then `body` in a `free` box."""
+    return MP4_FTYP + (8 + len(body)).to_bytes(4, "big") + b"free" + body
 
 
 def norm_stats(state_dim: int = STATE_DIM, action_dim: int = ACTION_DIM) -> dict:
@@ -80,11 +98,11 @@ def make_dataset(root: Path, episodes: int, chunk_size: int = 1000, video_keys: 
         chunk = i // chunk_size
         path = root / "data" / f"chunk-{chunk:03d}" / f"episode_{i:06d}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"PAR1" + bytes(60) + b"PAR1")
+        path.write_bytes(parquet_bytes())
         for key in video_keys:
             video = root / "videos" / f"chunk-{chunk:03d}" / key / f"episode_{i:06d}.mp4"
             video.parent.mkdir(parents=True, exist_ok=True)
-            video.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(16))
+            video.write_bytes(mp4_bytes())
     return root
 
 
@@ -120,8 +138,9 @@ def make_openpi_tree(root: Path) -> Path:
     return root
 
 
-def make_checkpoint(exp_dir: Path, step: int, complete: bool = True, missing: str | None = None) -> Path:
-    """A step folder as openpi writes it; `missing` leaves out one file, `complete=False` writes tmp_<step>."""
+def make_checkpoint(exp_dir: Path, step: int | str, complete: bool = True, missing: str | None = None) -> Path:
+    """A step folder as openpi writes it (`step` may be any folder name); `missing` leaves out one file,
+    `complete=False` writes tmp_<step>."""
     folder = exp_dir / (str(step) if complete else f"tmp_{step}")
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("model.safetensors", "optimizer.pt", "metadata.pt"):
@@ -160,10 +179,13 @@ def _noise(handle, size: int, seed: int) -> None:
 
 
 def _fill(path: Path, size: int, seed: int) -> None:
-    """`size` bytes that compress like image-heavy parquet: mostly random, a fifth zeros."""
+    """A parquet frame of `size` bytes (at least 13) that compresses like image-heavy parquet: mostly random, about a
+    fifth zeros (its footer)."""
+    zeros = max(size // 5 - 12, 1)
     with open(path, "wb") as handle:
-        _noise(handle, size - size // 5, seed)
-        handle.write(bytes(size // 5))
+        handle.write(b"PAR1")
+        _noise(handle, size - 12 - zeros, seed)
+        handle.write(bytes(zeros) + zeros.to_bytes(4, "little") + b"PAR1")
 
 
 def make_release(

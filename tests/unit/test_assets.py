@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from entrypoint.inspect.assets import (
     check_dataset_folder,
     check_norm_stats,
     check_safetensors,
+    check_weights,
     inspect_assets,
 )
 from tests.support.synthetic import make_dataset, norm_stats, write_safetensors
@@ -137,3 +139,38 @@ def test_a_dataset_folder_is_checked_on_its_own(tmp_path):
     findings, complete, size = check_dataset_folder(root)
     assert (complete, size, findings[0].id) == (False, 0, "assets.dataset")
     assert findings[0].message.zh.endswith("info.json:文件不存在")
+
+
+def test_real_norm_stats_pass_and_a_look_alike_does_not(tmp_path):
+    real = Path(__file__).resolve().parents[1] / "support" / "real" / "norm_stats"
+    check_norm_stats(real / "pi05-lora-finetune-libero_norm_stats.json")
+    with pytest.raises(InvalidAsset, match="no top-level 'norm_stats' object"):
+        check_norm_stats(real / "beta-vla_norm_stats.json")
+
+
+def test_a_weights_path_that_is_a_file_is_not_called_missing(tmp_path):
+    (tmp_path / "weights").write_bytes(b"x")
+    (finding,), size = check_weights(tmp_path / "weights")
+    assert size is None and finding.message.en.endswith("is not a folder")
+    (finding,), _ = check_weights(tmp_path / "nowhere")
+    assert finding.message.en.endswith("does not exist")
+
+
+def test_a_broken_tokenizer_where_openpi_looks_fails(world):
+    (world.assets / "cache/openpi/big_vision/paligemma_tokenizer.model").unlink()
+    home = Path(world.env["HOME"]) / ".cache/openpi/big_vision"
+    home.mkdir(parents=True)
+    (home / "paligemma_tokenizer.model").write_bytes(b"")
+    report = inspect_assets(settings_for(world), world.env)
+    (finding,) = [f for f in report.findings if f.id == "assets.tokenizer"]
+    assert finding.status.value == "fail" and finding.message.en.endswith("the file is empty")
+    assert report.tokenizer_home is None
+
+
+def test_the_synthetic_tree_looks_real_to_the_content_checks(tmp_path):
+    root = make_dataset(tmp_path / "ds", episodes=4, video_keys=("observation.images.top",))
+    parquet = (root / "data/chunk-000/episode_000000.parquet").read_bytes()
+    video = (root / "videos/chunk-000/observation.images.top/episode_000000.mp4").read_bytes()
+    assert parquet[:4] == parquet[-4:] == b"PAR1" and int.from_bytes(parquet[-8:-4], "little") + 12 <= len(parquet)
+    assert video[4:8] == b"ftyp"
+    assert check_dataset_folder(root)[1]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from entrypoint.core.settings import load_settings
-from entrypoint.inspect.openpi import save_steps
+from entrypoint.inspect.openpi import save_count
 from entrypoint.inspect.resume import ResumeAction, decide_resume, set_aside
 from tests.support.synthetic import make_checkpoint
 
@@ -92,4 +94,115 @@ def test_finished_experiment_warns(world):
     ],
 )
 def test_openpi_save_rule(steps, interval, after, expected):
-    assert save_steps(steps, interval, after) == expected
+    assert save_count(steps, interval, after) == len(expected) == len(openpi_saves(steps, interval, after))
+    assert openpi_saves(steps, interval, after) == expected
+
+
+def openpi_saves(steps: int, interval: int, after: int) -> list[int]:
+    """openpi's loop, step by step: the step counter goes 1..N after each increment, and it saves when the counter
+    is a multiple of the interval or equals N - 1."""
+    return [s for s in range(1, steps + 1) if (s % interval == 0 or s == steps - 1) and s > after]
+
+
+def test_the_save_count_matches_the_rule_everywhere_small():
+    for steps in range(1, 40):
+        for interval in range(1, 12):
+            for after in range(0, steps + 3):
+                assert save_count(steps, interval, after) == len(openpi_saves(steps, interval, after)), (
+                    steps,
+                    interval,
+                    after,
+                )
+
+
+def test_the_save_count_does_not_grow_with_the_step_count():
+    assert save_count(10**12, 1) == 10**12
+    assert save_count(2**63 - 1, 1, 2**63 - 10) == 9
+    assert save_count(10**18, 10**18) == 2
+
+
+def openpi_latest_step(experiment):
+    """openpi's own `--resume` reading of the folder (scripts/train_pytorch.py): every name `isdigit()` accepts that
+    is a folder and not tmp_*, `int()` of each, the highest; it then loads `<experiment>/<str(step)>`."""
+    steps = [
+        int(d.name) for d in experiment.iterdir() if d.is_dir() and d.name.isdigit() and not d.name.startswith("tmp_")
+    ]
+    return max(steps) if steps else None
+
+
+@pytest.mark.parametrize(
+    "names, step, moved",
+    [
+        (["00010"], None, ["00010"]),
+        (["10", "00010"], 10, []),
+        (["5", "00010"], 5, ["00010"]),
+        (["25", "010"], 25, []),
+        (["²"], None, ["²"]),
+        (["25", "①"], 25, ["①"]),
+        (["25", "٣"], 25, []),
+        (["1", "٣"], 1, ["٣"]),
+        (["1", "１０"], 1, ["１０"]),
+        (["0"], 0, []),
+    ],
+    ids=["zero-padded", "beside-its-twin", "above-the-choice", "below-the-choice", "superscript", "circled",
+         "arabic-indic-below", "arabic-indic-above", "full-width", "step-zero"],
+)  # fmt: skip
+def test_after_set_aside_openpi_reads_the_step_we_chose(world, names, step, moved):
+    """Only ASCII digits without leading zeros count as steps; a name openpi would misread is set aside whenever
+    openpi could pick it, so after node 0's renames openpi's own parsing lands on the decided step (or on none)."""
+    for name in names:
+        make_checkpoint(world.experiment, name)
+    decision = decide(world)
+    assert decision.step == step
+    assert sorted(p.name for p in decision.set_aside) == sorted(moved)
+    set_aside(decision)
+    assert openpi_latest_step(world.experiment) == step
+    if step is not None:
+        assert (world.experiment / str(step) / "model.safetensors").is_file()
+
+
+def test_names_openpi_would_misread_are_listed_with_the_reason(world):
+    make_checkpoint(world.experiment, 25)
+    make_checkpoint(world.experiment, "²")
+    make_checkpoint(world.experiment, "00030")
+    decision = decide(world)
+    assert decision.step == 25
+    assert "² (digits to Python's isdigit() but no number to int(): openpi's --resume would crash on it)" in (
+        decision.leftovers
+    )
+    assert any(t.startswith("00030 (") and "would load the folder 30" in t for t in decision.leftovers)
+    (finding,) = [f for f in decision.findings if f.id == "resume.leftovers"]
+    assert "00010 -> 10" in finding.hint.en
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"optimizer.pt": "fifo"}, "optimizer.pt (a FIFO"),
+        ({"metadata.pt": b""}, "metadata.pt (the file is empty)"),
+        ({"model.safetensors": b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n"}, "git-lfs"),
+        ({"optimizer.pt": "folder"}, "optimizer.pt (a folder is where a file should be)"),
+    ],
+    ids=["fifo", "empty", "lfs-pointer", "folder"],
+)
+def test_a_step_with_a_file_openpi_cannot_load_is_not_resumed(world, change, reason):
+    make_checkpoint(world.experiment, 25)
+    folder = make_checkpoint(world.experiment, 50)
+    for name, value in change.items():
+        (folder / name).unlink()
+        if value == "fifo":
+            os.mkfifo(folder / name)
+        elif value == "folder":
+            (folder / name).mkdir()
+        else:
+            (folder / name).write_bytes(value)
+    decision = decide(world)
+    assert decision.step == 25 and decision.set_aside == (folder,)
+    assert reason in decision.leftovers[0]
+
+
+def test_a_tmp_folder_with_an_undecodable_name_is_shown_escaped(world):
+    os.makedirs(os.fsencode(world.experiment) + b"/tmp_\xff")
+    decision = decide(world)
+    assert decision.leftovers == ("tmp_\\udcff",)
+    decision.to_json()["leftovers"][0].encode("utf-8")  # printable, encodable: no surrogate left
