@@ -1,4 +1,5 @@
-# Build matrix for the vla-entrypoint image (buildx 0.13+). Local builds: `docker buildx bake` (target openpi).
+# Build matrix for the vla-entrypoint image (buildx 0.13+). Build with `scripts/build-image [target]`, which fills the
+# provenance labels from git and runs `docker buildx bake` (target openpi by default).
 # Stand-in targets are for tests and the demo only. Pushes with attestations and registry cache use the
 # `*-push` targets, never local or test builds. `docker buildx bake --print` resolves without a daemon.
 
@@ -12,13 +13,13 @@ variable "IMAGE" {
   default = "vla-openpi"
 }
 variable "TAG" {
-  default = "dev"  # scripts/build-image sets it from `git describe`
+  default = "dev"  # scripts/build-image sets it from `git describe --tags --always --dirty`
 }
 variable "REVISION" {
-  default = "unknown"  # scripts/build-image sets it from `git rev-parse HEAD`
+  default = "unknown"  # scripts/build-image sets it from `git rev-parse HEAD` (+ -dirty)
 }
 variable "CREATED" {
-  default = "unknown"
+  default = "unknown"  # scripts/build-image sets it from the commit time
 }
 variable "VERSION" {
   default = "0.1.0"

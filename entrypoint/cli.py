@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from entrypoint import __version__
-from entrypoint.core.errors import ExitCode, JobMisspecified, UserError
+from entrypoint.core.errors import ExitCode, JobMisspecified, PreflightFailed, UserError
 from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
 from entrypoint.core.masking import masked
@@ -33,6 +33,7 @@ from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import KEYS, Kind
 
 if TYPE_CHECKING:
+    from entrypoint.inspect.scope import Scope
     from entrypoint.plan import Plan
 
 M = Catalogue(
@@ -41,6 +42,24 @@ M = Catalogue(
         "check-heading": (
             "node {rank} of {nnodes}, {nproc} process(es) per node",
             "第 {rank} 个节点(共 {nnodes} 个),每节点 {nproc} 个进程",
+        ),
+        "check-assets-heading": (
+            "the CFS tree, for a job of {nnodes} node(s) x {per_node} GPU(s) (--nodes, --gpus-per-node); "
+            "node checks skipped",
+            "CFS 目录,按 {nnodes} 个节点 x 每节点 {per_node} 个 GPU 的任务检查(--nodes、--gpus-per-node);跳过节点检查",
+        ),
+        "check-shape-without-assets": (
+            "{flag} applies only to check --assets",
+            "{flag} 仅适用于 check --assets",
+        ),
+        "check-shape-without-assets-fix": (
+            "Add --assets to check the CFS tree for that job shape; on a node the shape comes from TI-ONE's "
+            "variables and the GPUs present.",
+            "请加上 --assets,按该任务规模检查 CFS 目录;在节点上,任务规模来自 TI-ONE 的变量与实际 GPU。",
+        ),
+        "no-gpu-dev-machine": (
+            "{fix} On the dev machine, vla-entrypoint check --assets checks the CFS tree without a GPU.",
+            "{fix}在开发机上,可用 vla-entrypoint check --assets 在没有 GPU 的情况下检查 CFS 目录。",
         ),
         "preflight-heading": ("bandwidth preflight", "带宽预检"),
         "environment": ("environment exported to training:", "导出给训练进程的环境变量:"),
@@ -102,9 +121,24 @@ N). Settings precedence: defaults < /etc/vla-entrypoint/job.yaml < job file (VLA
 PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for a writer ended by SIGPIPE
 OUTPUT_FAILED = 74  # EX_IOERR (sysexits.h): stdout could not be written (a full disk, /dev/full)
 # The settings the bandwidth preflight reads (the job file and assets root only locate the job file).
-PREFLIGHT_KEYS = ("assets_root", "device", "rendezvous_timeout", "preflight_timeout", "preflight_min_busbw")
+PREFLIGHT_KEYS = (
+    "assets_root",
+    "device",
+    "rendezvous_timeout",
+    "master_wait_timeout",
+    "preflight_timeout",
+    "preflight_min_busbw",
+)
 FETCH_ASSETS = "fetch-assets"
 FETCH_HELP = "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked"
+ASSETS_HELP = (
+    "the dev machine (CFS mounted; no GPU, torchrun, openpi or TI-ONE variables needed): check the CFS tree only: "
+    "assets (norm stats, weights, dataset, tokenizer), code/job.yaml, resume, checkpoint storage and free space, "
+    "and the batch for the job shape below; checks only a node can make (GPUs, RDMA/NCCL, locked memory, trainer, "
+    "torchrun, transformers patch, TACO wheel) are shown as SKIP and never fail. Exit 0 on a good tree"
+)
+NODES_HELP = "with --assets: the job's node count (default: TI-ONE's WORLD_SIZE when set, else 1)"
+GPUS_HELP = "with --assets: GPUs per node (default: TI-ONE's GPU_NUM_PER_NODE when set, else 8; 1 with --device cpu)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -214,7 +248,7 @@ def build_parser(command: str | None = None) -> _Parser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     specs = (
         ("run", "verify, then start training with torchrun (the default)"),
-        ("check", "run every inspection; launch nothing, change nothing"),
+        ("check", "run every inspection; launch nothing, change nothing (the dev machine: check --assets)"),
         ("plan", "inspections plus the resolved launch: environment, command, node files; change nothing"),
         ("preflight", "all-reduce bandwidth over every GPU of every node via torchrun (run it on every node)"),
     )
@@ -224,6 +258,10 @@ def build_parser(command: str | None = None) -> _Parser:
         )
         if name in ("check", "plan", "preflight"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+        if name == "check":
+            sub.add_argument("--assets", action="store_true", help=ASSETS_HELP)
+            sub.add_argument("--nodes", type=int, metavar="N", help=NODES_HELP)
+            sub.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, metavar="G", help=GPUS_HELP)
         parser.commands[name] = sub
         if command in (None, name):
             _add_setting_flags(sub, PREFLIGHT_KEYS if name == "preflight" else None)
@@ -272,17 +310,36 @@ def _print_launch(plan: Plan, lang: Lang) -> None:
         print(line if isinstance(line, str) else render(line, lang))
 
 
+def _scope(args: argparse.Namespace) -> tuple[Scope, int | None, int | None]:
+    """`check --assets [--nodes N] [--gpus-per-node G]`: the scope and the stated shape; the shape flags without
+    `--assets` are refused (a node reads its shape from TI-ONE's variables and its GPUs)."""
+    from entrypoint.inspect.scope import Scope
+
+    nodes, gpus = getattr(args, "nodes", None), getattr(args, "gpus_per_node", None)
+    if getattr(args, "assets", False):
+        return Scope.ASSETS, nodes, gpus
+    for flag, value in (("--nodes", nodes), ("--gpus-per-node", gpus)):
+        if value is not None:
+            what, fix = M("check-shape-without-assets", flag=flag), M("check-shape-without-assets-fix")
+            raise JobMisspecified("cli.usage", flag, what, fix)
+    return Scope.NODE, None, None
+
+
 def _inspect(host: Host, args: argparse.Namespace) -> int:
     from entrypoint.plan import build_plan
 
-    plan = build_plan(host, _flags(args))
+    scope, nodes, gpus_per_node = _scope(args)
+    plan = build_plan(host, _flags(args), scope=scope, nodes=nodes, gpus_per_node=gpus_per_node)
     with_command = args.command == "plan"
     if args.json:
         print(json.dumps(plan.to_json(with_command=with_command), indent=2, ensure_ascii=False))
         return plan.exit_code
     topo = plan.topology
     lang = language(host.env)
-    heading = M("check-heading", rank=topo.node_rank, nnodes=topo.nnodes, nproc=topo.nproc_per_node)
+    if plan.stated is not None:
+        heading = M("check-assets-heading", nnodes=plan.stated.nnodes, per_node=plan.stated.per_node)
+    else:
+        heading = M("check-heading", rank=topo.node_rank, nnodes=topo.nnodes, nproc=topo.nproc_per_node)
     health_summary(plan.findings, heading.en, lang, sys.stdout)
     if with_command:
         _print_launch(plan, lang)
@@ -348,6 +405,13 @@ def _silence_failed_streams() -> None:
                 os.close(devnull)
 
 
+def _with_dev_machine_hint(problem: UserError) -> UserError:
+    """No GPU and no node variables at all looks like the dev machine: the fix also names `check --assets`."""
+    if problem.id != "topology.no-gpu":
+        return problem
+    return PreflightFailed(problem.id, problem.where, problem.what, M("no-gpu-dev-machine", fix=problem.fix))
+
+
 def _main(argv: list[str]) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run", *argv]
@@ -375,7 +439,8 @@ def _main(argv: list[str]) -> int:
 
             return fetch_assets(args)
         return _inspect(host, args)
-    except UserError as problem:
+    except UserError as error:
+        problem = _with_dev_machine_hint(error)
         if json_mode:
             print(
                 json.dumps(

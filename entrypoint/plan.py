@@ -38,12 +38,14 @@ from entrypoint.fabric.inventory import Memlock
 from entrypoint.fabric.nccl_debug import DEBUG_VARIABLES, debug_env
 from entrypoint.inspect.assets import inspect_assets
 from entrypoint.inspect.batch import check_batch
-from entrypoint.inspect.environment import EnvPlan, training_env
+from entrypoint.inspect.environment import EnvPlan, flight_recorder_env, training_env
+from entrypoint.inspect.mounts import mount_table
 from entrypoint.inspect.openpi import TRAINER_SCRIPT, TrainerFlags
 from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, transformers_dir
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
-from entrypoint.inspect.storage import check_checkpoint_storage, check_datasets_cache, writable
-from entrypoint.inspect.topology import Topology, resolve_topology
+from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
+from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
+from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
 from entrypoint.taco.plan import TacoPlan, plan_taco
 
 M = Catalogue(
@@ -179,6 +181,7 @@ M = Catalogue(
 )
 
 ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
+ATTEMPT_MODULE = "entrypoint.launch.attempt"  # torchrun's worker entry for training: see launch/attempt.py
 _MAX_INTERPRETERS = 4  # nested #! interpreters Linux follows
 MAX_ARG_BYTES = 131072  # MAX_ARG_STRLEN: the most one argument or variable passed to a program may take, NUL included
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
@@ -217,6 +220,11 @@ class NodeFiles:
     def stacks(self) -> Path | None:
         return self.log.with_suffix(".stacks.txt") if self.log else None
 
+    @property
+    def attempts(self) -> Path | None:
+        """The folder where each training attempt's workers record it (`launch/attempt.py`)."""
+        return self.log.with_suffix(".attempts") if self.log else None
+
     def to_json(self) -> dict[str, object]:
         def shown(path: Path | None) -> str | None:
             return str(path) if path else None
@@ -227,6 +235,7 @@ class NodeFiles:
             "record": shown(self.record),
             "nccl_log_dir": shown(self.nccl_dir),
             "stacks": shown(self.stacks),
+            "attempts": shown(self.attempts),
             "log_problem": self.problem,
         }
 
@@ -246,6 +255,8 @@ class Launch:
     preflight: PreflightMode
     nccl_debug: dict[str, str]
     nccl_reason: Text
+    wait_for_master: MasterWait | None  # a worker node waits for node 0's port before its first torchrun
+    max_restarts: int = 0  # torchrun's --max_restarts: in-job restarts of every node's workers
 
     @property
     def memlock_reason(self) -> Text:
@@ -271,6 +282,9 @@ class Launch:
             **flatten(self.preflight_reason, "preflight_reason"),
             "nccl_debug": dict(self.nccl_debug),
             **flatten(self.nccl_reason, "nccl_debug_reason"),
+            "wait_for_master": self.wait_for_master.to_json() if self.wait_for_master else None,
+            "max_restarts": self.max_restarts,
+            "rendezvous": "static",
         }
 
 
@@ -289,6 +303,11 @@ class Plan:
     taco: TacoPlan
     launch: Launch
     inherited: dict[str, str] = field(repr=False)
+    stated: StatedShape | None = None  # `check --assets`: the job shape the user states (the dev machine is no node)
+
+    @property
+    def scope(self) -> Scope:
+        return Scope.NODE if self.stated is None else Scope.ASSETS
 
     @property
     def command(self) -> list[str]:
@@ -304,6 +323,18 @@ class Plan:
         return self.env.apply(self.inherited)
 
     def to_json(self, with_command: bool = True) -> dict[str, object]:
+        if self.stated is not None:  # the dev machine: no node here, so no fabric, environment, TACO or patch
+            return mask_json(
+                {
+                    "ok": self.exit_code == 0,
+                    "exit_code": self.exit_code,
+                    "scope": self.scope.value,
+                    "topology": self.stated.to_json(),
+                    "checks": [f.to_json() for f in self.findings],
+                    "resume": self.resume.to_json(),
+                    "settings": self.settings.to_json(),
+                }
+            )
         hidden = ("findings", "env_set", "env_kept")
         data: dict[str, object] = {
             "ok": self.exit_code == 0,
@@ -325,10 +356,24 @@ class Plan:
 
 
 def torchrun_command(
-    topology: Topology, trainer_args: list[str], env: Mapping[str, str], rendezvous_timeout: int
+    topology: Topology,
+    trainer_args: list[str],
+    env: Mapping[str, str],
+    rendezvous_timeout: int,
+    max_restarts: int | None = None,
+    attempt_facts: Path | None = None,
 ) -> list[str]:
-    """torchrun with the topology and rendezvous timeout spelled out, so no inherited PET_* default changes them."""
+    """torchrun with the topology and rendezvous timeout spelled out, so no inherited PET_* default changes them.
+
+    With `max_restarts` (training, not the preflight) torchrun's elastic agent restarts the worker group up to that
+    many times, with the static rendezvous (`--node_rank` kept, so global rank 0, which prints progress and saves
+    checkpoints, stays on node 0), and every worker starts as `entrypoint.launch.attempt`, which decides resume
+    again for each attempt, records it under `attempt_facts` and then execs the trainer script."""
     torchrun = shutil.which("torchrun", path=env.get("PATH")) or "torchrun"
+    restarts: list[str] = []
+    if max_restarts is not None:
+        facts = ["--facts", str(attempt_facts)] if attempt_facts is not None else []
+        restarts = ["--max_restarts", str(max_restarts), "-m", ATTEMPT_MODULE, *facts]
     return [
         torchrun,
         "--nnodes",
@@ -343,6 +388,7 @@ def torchrun_command(
         str(topology.master_port),
         "--rdzv_conf",
         f"timeout={rendezvous_timeout}",
+        *restarts,
         *trainer_args,
     ]
 
@@ -591,20 +637,31 @@ def _unknown_variable_findings(settings: Settings) -> list[Finding]:
     return findings
 
 
-def build_plan(host: Host, flags: Mapping[str, object] | None = None, clock: Callable[[], float] = time.time) -> Plan:
+def build_plan(
+    host: Host,
+    flags: Mapping[str, object] | None = None,
+    clock: Callable[[], float] = time.time,
+    scope: Scope = Scope.NODE,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+) -> Plan:
     """Inspect everything and decide the launch; raises `UserError` when settings or topology are unusable.
-    `clock` gives the moment that names this node's run files."""
+    `clock` gives the moment that names this node's run files. `Scope.ASSETS` (`check --assets`, the dev machine)
+    reads no topology from the machine: the batch is checked for `nodes` x `gpus_per_node` as stated
+    (`inspect.scope.stated_shape`), and the checks only a node can make are reported as skipped."""
     inherited = dict(host.env)
     stamp = time.strftime(STAMP_FORMAT, time.localtime(clock()))
     settings = load_settings(inherited, flags)
-    topology = resolve_topology(host, settings.device)
+    stated = stated_shape(host, settings.device, nodes, gpus_per_node) if scope is Scope.ASSETS else None
+    topology = stated.topology(settings.device) if stated else resolve_topology(host, settings.device)
     findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings)
     findings.append(check_batch(settings.batch_size, topology))
     assets = inspect_assets(settings, inherited)
-    findings += assets.findings
+    required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
-    findings += resume.findings
-    findings += check_checkpoint_storage(settings, resume.step, assets.weights_bytes)
+    root = check_assets_root(settings, mount_table(host), required, [*assets.findings, *resume.findings])
+    findings += root.findings
+    findings += check_checkpoint_storage(settings, resume.step, assets.weights_bytes, root)
     if settings.dataset_repo_id is not None:
         findings += check_datasets_cache(inherited, assets.dataset_bytes)
     env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home)
@@ -616,8 +673,14 @@ def build_plan(host: Host, flags: Mapping[str, object] | None = None, clock: Cal
     env_plan.merge(taco.env)
     findings += taco.findings
     files, name_findings = _fit_names(settings, node_files(settings, topology.node_rank, stamp))
+    withheld = root.withheld(settings.path("log_dir"))
+    if withheld is not None:  # a log would create the unmounted root on the container's disk
+        files = NodeFiles(files.stamp, None, withheld.en)
     findings += name_findings
     nccl_debug, nccl_reason = _route_node_files(env_plan, inherited, fabric, files)
+    fr_pipes = f"/tmp/vla-entrypoint-fr-node{topology.node_rank}-{files.stamp}-pipe_"
+    fr_folder = files.log.with_suffix(".fr") if files.log else None
+    env_plan.merge(flight_recorder_env(inherited, settings.env, fr_folder, fr_pipes))
     error_file = env_plan.apply(inherited).get(ERROR_FILE_VARIABLE)
     patch = patch_state(Path(settings.openpi_dir), transformers_dir())
     findings.append(_patch_finding(patch))
@@ -633,10 +696,17 @@ def build_plan(host: Host, flags: Mapping[str, object] | None = None, clock: Cal
         assets_base_dir=settings.path("assets_base_dir"),
         checkpoint_base_dir=settings.path("checkpoint_base_dir"),
         num_workers=settings.num_workers,
-        resume=resume.action is ResumeAction.RESUME,
+        resume=resume.action in (ResumeAction.RESUME, ResumeAction.FINISHED),  # finished: shown, never started
         extra_args=tuple(settings.extra_args),
     )
-    command = torchrun_command(topology, trainer.argv(settings.train_config), inherited, settings.rendezvous_timeout)
+    command = torchrun_command(
+        topology,
+        trainer.argv(settings.train_config),
+        inherited,
+        settings.rendezvous_timeout,
+        settings.max_restarts,
+        files.attempts,
+    )
     findings += _check_trainer(settings, command, inherited.get("PATH"))
     findings += _owned_flag_findings(settings)
     findings += _exec_size_findings(settings, command, env_plan.apply(inherited))
@@ -649,5 +719,11 @@ def build_plan(host: Host, flags: Mapping[str, object] | None = None, clock: Cal
         preflight=settings.preflight,
         nccl_debug=nccl_debug,
         nccl_reason=nccl_reason,
+        wait_for_master=master_wait(
+            topology, settings.master_wait_timeout, preflight_first=settings.preflight is not PreflightMode.OFF
+        ),
+        max_restarts=settings.max_restarts,
     )
-    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited)
+    if stated is not None:
+        findings = assets_findings(findings, settings, inherited)
+    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited, stated)

@@ -35,10 +35,11 @@ from pathlib import Path
 from entrypoint.core.findings import Status
 from entrypoint.core.settings import load_settings
 from entrypoint.inspect.assets import check_dataset_folder, inspect_assets
+from scripts.benchlib import markdown as md
+from scripts.benchlib.machine import git_revision, refuse_uncommitted
 from tests.support.synthetic import REPO_ID, make_assets_tree
 
 REPO = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- bench:asset-content begin -->", "<!-- bench:asset-content end -->"
 GOAL = 2.0
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
@@ -126,14 +127,6 @@ def file_system(path: Path) -> str:
     return f"{kind} on {source.strip()}" if kind else "unknown"
 
 
-def revision() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False).stdout
-
-    dirty = git("status", "--porcelain", "--", "entrypoint").strip()
-    return git("rev-parse", "--short", "HEAD").strip() + (" + uncommitted changes in entrypoint/" if dirty else "")
-
-
 def markdown(
     found: dict[str, Way],
     warm: dict[str, list[float]],
@@ -179,8 +172,7 @@ def markdown(
     command = (
         f"python3 -m scripts.bench_assets --runs {args.runs} --cold-runs {args.cold_runs} --episodes {args.episodes}"
     )
-    return f"""{BEGIN}
-## Asset check with content checks vs the stat floor (issue 16)
+    return f"""## Asset check with content checks vs the stat floor (issue 16)
 
 The synthetic LIBERO-sized tree (`tests/support/synthetic.py`): {args.episodes} episode parquet files (each `PAR1`
 at both ends around a footer whose length fits, as real parquet), the LeRobot meta files, norm stats, a tokenizer
@@ -213,7 +205,6 @@ of a 2 GB file, so the cost per file is the same for real episodes.
 | python | {platform.python_version()} |
 | revision | {facts["revision"]} |
 | date | {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} |
-{END}
 """
 
 
@@ -226,23 +217,18 @@ def virtualization() -> str:
     return done.stdout.strip() or "none"
 
 
-def write(section: str, target: Path) -> None:
-    text = target.read_text(encoding="utf-8") if target.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    target.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21, help="warm repetitions (default 21)")
     parser.add_argument("--cold-runs", type=int, default=7, help="cold repetitions (default 7; 0: warm only)")
     parser.add_argument("--episodes", type=int, default=1693, help="episode files in the tree (default 1693)")
     parser.add_argument("--write", type=Path, help="put the section into this Markdown file")
+    parser.add_argument(
+        "--allow-uncommitted", action="store_true", help="write figures of uncommitted code (trial runs only)"
+    )
     args = parser.parse_args(argv)
+    if args.write:
+        refuse_uncommitted(args.write, args.allow_uncommitted)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-assets-", dir=os.environ.get("BENCH_DIR")) as temp:
         tree = make_assets_tree(Path(temp) / "openpi-assets", args.episodes, 14 * 10**9, sparse_weights=True)
@@ -253,13 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         facts = {
             "file system": file_system(tree),
             "virtualization": virtualization(),
-            "revision": revision(),
+            "revision": git_revision(),
             "minutes": f"{(time.monotonic() - started) / 60:.1f}",
         }
     section = markdown(found, warm, cold, args, facts)
     print(section)
     if args.write:
-        write(section, args.write)
+        md.write_section(args.write, "asset-content", section)
     return 0
 
 

@@ -47,10 +47,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.benchlib import markdown as md
+from scripts.benchlib.machine import git_revision, refuse_uncommitted
 from tests.support.synthetic import make_assets_tree, make_openpi_tree
 
 REPO = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- bench:check-startup begin -->", "<!-- bench:check-startup end -->"
 GOAL = 3.0
 DEPENDENCIES = ("PyYAML", "packaging")
 UNNEEDED = ("yaml", "packaging.tags", "subprocess")  # what `check` need not import here (no job file, TACO off)
@@ -108,8 +109,7 @@ def git(*args: str) -> str:
 def revision(rev: str | None) -> str:
     if rev is not None:
         return git("rev-parse", "--short", rev) + " (committed tree)"
-    dirty = git("status", "--porcelain", "--", "entrypoint", "pyproject.toml")
-    return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes in entrypoint/" if dirty else " (clean)")
+    return git_revision()
 
 
 def source_tree(target: Path, rev: str | None) -> Path:
@@ -307,8 +307,7 @@ def markdown(found: dict[str, Way], results: dict[str, list[float]], costs: list
         else "Without a job file `check` imports no PyYAML, with TACO off no packaging, and never `subprocess` "
         "(`tests/unit/test_plan_is_launch.py` checks all three)."
     )
-    return f"""{BEGIN}
-## `check` start-up cost: `vla-entrypoint check --json` vs a bare interpreter
+    return f"""## `check` start-up cost: `vla-entrypoint check --json` vs a bare interpreter
 
 The launcher installed as the image installs it (a regular install into a throwaway venv, no path hook; see
 `scripts/bench_check.py`), on a synthetic LIBERO-sized tree ({run.episodes} episode files), `VLA_DEVICE=cpu`,
@@ -340,18 +339,7 @@ The largest single imports (`python -X importtime`, each module's own time witho
 | machine | {os.cpu_count()} logical CPUs, {platform.machine()}, kernel {platform.release()} |
 | revision | {run.revision} |
 | date | {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} |
-{END}
 """
-
-
-def write(section: str, target: Path) -> None:
-    text = target.read_text(encoding="utf-8") if target.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    target.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -360,7 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=1693, help="episode files in the tree (default 1693)")
     parser.add_argument("--rev", help="measure this committed revision (git archive) instead of the working tree")
     parser.add_argument("--write", type=Path, help="put the section into this Markdown file")
+    parser.add_argument(
+        "--allow-uncommitted", action="store_true", help="write figures of uncommitted code (trial runs only)"
+    )
     args = parser.parse_args(argv)
+    if args.write and args.rev is None:
+        refuse_uncommitted(args.write, args.allow_uncommitted)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-check-") as temp:
         work = Path(temp)
@@ -375,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         section = markdown(found, results, costs, run)
     print(section)
     if args.write:
-        write(section, args.write)
+        md.write_section(args.write, "check-startup", section)
     return 0
 
 

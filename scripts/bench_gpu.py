@@ -1,10 +1,14 @@
 """GPU benchmark (run on the lent GPU machine): the entrypoint's cost in a real NCCL bf16 job, side by side.
 
-Alternates `vla-entrypoint run` and a bare `torchrun` of the very same command and environment (taken from
-`vla-entrypoint plan --json`) over the stand-in trainer, and reports: time from process start to the first
-logged training step, the entrypoint's own share (start to torchrun exec, from the start-up record), and the mean
-step time; plus GPU memory of a rank that touches JAX with and without JAX_PLATFORMS=cpu.
-    python3 -m scripts.bench_gpu --out RESULTS.md [--reps 3] [--steps 2000]      # from the repository root
+Runs `vla-entrypoint run` and a bare `torchrun` of the very same command and environment (taken from
+`vla-entrypoint plan --json`) over the stand-in trainer, in pairs whose order alternates (even repetitions start
+with the entrypoint, odd ones with the bare torchrun: ABBA…, so whichever goes second in a pair, with the warmer
+caches and the cooler GPU, is each way equally often), after `--warmup` discarded pairs. Reports: time from process
+start to the first logged training step, the entrypoint's own share (start to torchrun exec, from the start-up
+record), the mean step time, and the step-time ratio entrypoint / bare of each pair: its median with its spread
+(min–max and the interquartile range), and every pair with its order; plus GPU memory of a rank that touches JAX
+with and without JAX_PLATFORMS=cpu.
+    python3 -m scripts.bench_gpu --out RESULTS.md [--reps 4] [--warmup 1] [--steps 2000]   # from the repository root
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> di
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=4, help="recorded pairs; even for a balanced order (default 4)")
+    parser.add_argument("--warmup", type=int, default=1, help="discarded pairs run first (default 1)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--log-interval", type=int, default=100)
     args = parser.parse_args()
@@ -81,34 +86,44 @@ def main() -> int:
         "PYTHONPATH": str(REPO),
     }
     entry = [sys.executable, "-m", "entrypoint", "run"]
-    rows: dict[str, list[dict[str, object]]] = {"entrypoint": [], "bare torchrun": []}
-    for rep in range(args.reps):
-        for way in rows:
-            env = dict(base, VLA_EXP_NAME=f"bench{rep}{way[0]}")
-            if way == "entrypoint":
-                result = timed(entry, env)
-                record = json.loads(max((assets / "logs").glob(f"bench{rep}e-*.json")).read_text())
-                result["own_s"] = record["process_age_at_launch_s"]
-            else:
-                plan = json.loads(
-                    subprocess.run(
-                        [sys.executable, "-m", "entrypoint", "plan", "--json"],
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                    ).stdout
-                )
-                bare_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
-                if plan["launch"]["nccl_log_dir"]:  # the plan routes NCCL's logs there; run creates it, so do we
-                    Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
-                result = timed(plan["command"], bare_env, cwd=plan["cwd"])
-            rows[way].append(result)
+
+    def one(way: str, name: str) -> dict[str, object]:
+        env = dict(base, VLA_EXP_NAME=name)
+        if way == "entrypoint":
+            result = timed(entry, env)
+            record = json.loads(max((assets / "logs").glob(f"{name}-*.json")).read_text())
+            result["own_s"] = record["process_age_at_launch_s"]
+            return result
+        plan = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "entrypoint", "plan", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        bare_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
+        if plan["launch"]["nccl_log_dir"]:  # the plan routes NCCL's logs there; run creates it, so do we
+            Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
+        return timed(plan["command"], bare_env, cwd=plan["cwd"])
+
+    ways = ("entrypoint", "bare torchrun")
+    rows: dict[str, list[dict[str, object]]] = {way: [] for way in ways}
+    orders: list[str] = []
+    for rep in range(-args.warmup, args.reps):
+        order = ways if rep % 2 == 0 else ways[::-1]
+        for way in order:
+            result = one(way, f"bench{rep + args.warmup}{way[0]}")
+            if rep >= 0:
+                rows[way].append(result)
             print(
-                f"rep {rep} {way}: first step {result['first_step_s']:.2f}s, "
+                f"{'warm-up' if rep < 0 else f'rep {rep}'} {way}: first step {result['first_step_s']:.2f}s, "
                 f"step {statistics.mean(result['intervals']) * 1000:.3f} ms",
                 flush=True,
             )
+        if rep >= 0:
+            orders.append(" → ".join("entrypoint" if w == "entrypoint" else "bare" for w in order))
 
     jax = {}
     for label, extra in (
@@ -140,8 +155,16 @@ def main() -> int:
     def med(values: list[float]) -> str:
         return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
 
+    def spread(values: list[float]) -> str:
+        """Median, min–max and, from four values on, the interquartile range."""
+        text = f"{statistics.median(values):.3f} (min–max {min(values):.3f}–{max(values):.3f}"
+        if len(values) >= 4:
+            low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+            text += f", IQR {low:.3f}–{high:.3f}"
+        return text + ")"
+
     step_ms = {way: [statistics.mean(r["intervals"]) * 1000 for r in results] for way, results in rows.items()}
-    ratio = statistics.median(step_ms["entrypoint"]) / statistics.median(step_ms["bare torchrun"])
+    ratios = [e / b for e, b in zip(step_ms["entrypoint"], step_ms["bare torchrun"], strict=True)]
     gpu = subprocess.run(
         ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
         capture_output=True,
@@ -150,18 +173,26 @@ def main() -> int:
     text = [
         f"Machine: {gpu}; Python {sys.version.split()[0]}; torch {__import__('torch').__version__}; "
         f"NCCL {'.'.join(map(str, __import__('torch').cuda.nccl.version()))}.",
-        f"Command: `python3 -m scripts.bench_gpu --out RESULTS.md --reps {args.reps} --steps {args.steps}` "
-        f"(stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every {args.log_interval}; {args.reps} "
-        "alternating repetitions; median (min, max)).",
+        f"Command: `python3 -m scripts.bench_gpu --out RESULTS.md --reps {args.reps} --warmup {args.warmup} "
+        f"--steps {args.steps}` (stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every "
+        f"{args.log_interval}; {args.warmup} discarded warm-up pair(s), then {args.reps} pairs in alternating order, "
+        "even pairs entrypoint first, odd pairs bare torchrun first; median (min, max)).",
         "",
         "| measure | entrypoint (`vla-entrypoint run`) | bare `torchrun`, same command and env |",
         "| --- | --- | --- |",
         f"| process start → first logged step (s) | {med([r['first_step_s'] for r in rows['entrypoint']])} | "
         f"{med([r['first_step_s'] for r in rows['bare torchrun']])} |",
         "| entrypoint's own share: process start (interpreter included) → torchrun exec (s) | "
-        f"{med([r['own_s'] for r in rows['entrypoint']])} | — |",
+        f"{spread([r['own_s'] for r in rows['entrypoint']])} | — |",
         f"| mean step time (ms) | {med(step_ms['entrypoint'])} | {med(step_ms['bare torchrun'])} |",
-        f"| step-time ratio entrypoint / bare | {ratio:.3f} | 1 |",
+        f"| step-time ratio entrypoint / bare, per pair: median (spread) | {spread(ratios)} | 1 |",
+        "",
+        "| pair | order | entrypoint step (ms) | bare step (ms) | ratio |",
+        "| --- | --- | --- | --- | --- |",
+        *(
+            f"| {i} | {order} | {e:.3f} | {b:.3f} | {e / b:.3f} |"
+            for i, (order, e, b) in enumerate(zip(orders, step_ms["entrypoint"], step_ms["bare torchrun"], strict=True))
+        ),
         "",
         "JAX in a training process (the stand-in runs a `jax.numpy` op at step 1, as openpi's transforms do):",
         "",

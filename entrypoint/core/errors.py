@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     OK = 0
     JOB_MISSPECIFIED = 2  # bad YAML, bad variable value, contradictory settings
     PREFLIGHT_FAILED = 3  # missing/corrupt assets, impossible topology, failed bandwidth preflight
+    DO_NOT_REQUEUE = 93  # in-job restarts cannot help: the budget is spent, no progress, or the same exception again
     STALLED = 124  # the stall watchdog ended the job (stall_action fail)
 
 

@@ -14,6 +14,7 @@ class Status(StrEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
+    SKIP = "skip"  # not checked on this machine (`check --assets`: a node's check); never affects the exit code
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ def failed(
     id: str, message: Text, hint: Text, where: str | None = None, exit_code: ExitCode = ExitCode.PREFLIGHT_FAILED
 ) -> Finding:
     return Finding(id, Status.FAIL, message, hint, where, exit_code)
+
+
+def skipped(id: str, message: Text, where: str | None = None) -> Finding:
+    """A check this machine cannot make (it belongs to a training node): shown, never failing."""
+    return Finding(id, Status.SKIP, message, None, where)
 
 
 def from_problem(problem: UserError) -> Finding:

@@ -17,11 +17,12 @@ from entrypoint.core.findings import Finding, Status
 from entrypoint.core.masking import mask_argv, mask_text
 from entrypoint.core.messages import Lang, render
 
-_LABEL = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL"}
+_LABEL = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "SKIP"}
 
 
 def health_summary(findings: Sequence[Finding], heading: str, lang: Lang | str, out: TextIO) -> None:
-    """One line per check with PASS/WARN/FAIL, the fix under each problem, then the overall verdict."""
+    """One line per check with PASS/WARN/FAIL (SKIP: not checked on this machine), the fix under each problem,
+    then the overall verdict; skips are counted only when there are any (a node's summary line never changes)."""
     print(f"== vla-entrypoint {__version__} health check: {heading} ==", file=out)
     width = max((len(f.id) for f in findings), default=10)
     pad = " " * (width + 10)
@@ -32,9 +33,10 @@ def health_summary(findings: Sequence[Finding], heading: str, lang: Lang | str, 
             print(mask_text(render(finding.hint, lang, lead=pad + "-> ")), file=out)
     counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
     verdict = "FAIL" if counts[Status.FAIL] else "PASS"
+    skips = f", {counts[Status.SKIP]} skip" if counts[Status.SKIP] else ""
     print(
         f"== health check summary: {verdict} ({counts[Status.PASS]} pass, {counts[Status.WARN]} warn, "
-        f"{counts[Status.FAIL]} fail) ==",
+        f"{counts[Status.FAIL]} fail{skips}) ==",
         file=out,
         flush=True,
     )

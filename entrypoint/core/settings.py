@@ -313,11 +313,20 @@ class Settings:
         "seconds torchrun waits for every node to join (a node that never starts ends the job after this)",
         "torchrun 等待所有节点加入的秒数(有节点始终未启动时,超时后结束任务)",
     )
+    master_wait_timeout: int = setting(
+        300,
+        "seconds a worker node waits, before torchrun, for MASTER_ADDR to resolve (90 s of them at most) and node "
+        "0's port to accept connections; then it exits 3. 0: no wait (torchrun waits alone)",
+        "非 0 号节点启动 torchrun 前等待的秒数:等待 MASTER_ADDR 可解析(其中最多 90 秒)、0 号节点端口可连接;"
+        "超时后以退出码 3 结束。0 表示不等待(由 torchrun 自行等待)",
+        minimum=0,
+    )
     stall_timeout: int | None = setting(
         None,
-        "seconds without training progress before the stall watchdog acts; unset/auto: max(10 min, 20x the usual "
-        "gap between progress lines); 0 turns the watchdog off",
-        "训练无进展多少秒后停滞看门狗介入;未设置或 auto:max(10 分钟, 进度行通常间隔的 20 倍);0 关闭看门狗",
+        "seconds without training progress before the stall watchdog acts; unset/auto: max(2 min, 5x the usual "
+        "gap between progress lines), longer while a checkpoint save runs; 0 turns the watchdog off",
+        "训练无进展多少秒后停滞看门狗介入;未设置或 auto:max(2 分钟, 进度行通常间隔的 5 倍),"
+        "保存检查点期间更长;0 关闭看门狗",
         minimum=0,
     )
     stall_startup_timeout: int = setting(
@@ -334,6 +343,14 @@ class Settings:
         30,
         "seconds workers get to exit after SIGTERM before they are killed",
         "收到 SIGTERM 后留给 worker 退出的秒数,超时即强制结束",
+        minimum=0,
+    )
+    max_restarts: int = setting(
+        3,
+        "in-job restarts of every node's workers after a retryable failure (a worker killed, a collective error, "
+        "a lost peer, a stall), each resuming from the newest complete checkpoint; 0 turns restarts off",
+        "可重试故障(worker 被杀、集合通信错误、对端节点丢失、停滞)后在任务内重启各节点 worker 的次数,"
+        "每次从最新的完整检查点续训;0 表示不重启",
         minimum=0,
     )
     taco: TacoMode = setting(

@@ -25,8 +25,12 @@ is before anything is done), `job` (probe, download, unpack, verify, place one e
 `.vla-fetch/` folder, its records, moving things aside, disk problems), `progress` (what is printed while it runs),
 `manifest`, `unpack` (resumable streaming extraction) and `messages` (every sentence, in both languages).
 
+Before any of it, the assets root must exist (`root`: a missing one is usually a missing CFS mount; `--create-root`
+creates it). `--dry-run` lists each entry's state and size (`sizes`: one HEAD per source) and writes nothing.
+
 Exit codes: 0 done and the checks pass; 2 a mis-specified request (bad manifest, URL, entry name); 3 a fetch or
-verification failure, a destination that cannot be written, or assets that fail the checks.
+verification failure, a missing assets root without `--create-root`, a destination that cannot be written, or
+assets that fail the checks.
 """
 
 from __future__ import annotations
@@ -98,7 +102,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--force", action="store_true", help="fetch again even entries that are complete")
     parser.add_argument(
-        "--dry-run", action="store_true", help="show each entry's state and what would be done; change nothing"
+        "--dry-run",
+        action="store_true",
+        help="show each entry's state, its size (one HEAD request per source, a few seconds at most) and what would "
+        "be done; change nothing",
+    )
+    parser.add_argument(
+        "--create-root",
+        action="store_true",
+        help="create the assets root when it does not exist (without it a missing root, usually a missing CFS "
+        "mount, ends the command with exit 3)",
     )
     parser.add_argument("--allow-http", action="store_true", help="allow plain-http URLs (https only otherwise)")
     parser.add_argument(
@@ -162,6 +175,8 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
     from entrypoint.fetch.manifest import check_source, load_manifest, select
     from entrypoint.fetch.messages import MESSAGES as M
     from entrypoint.fetch.progress import Progress, duration
+    from entrypoint.fetch.root import create_root, locate_root, missing_root, notes
+    from entrypoint.fetch.sizes import entry_sizes
     from entrypoint.fetch.status import EntryState, inspect_entry
     from entrypoint.fetch.workspace import Workspace
     from entrypoint.net.download import human_bytes
@@ -180,20 +195,38 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
         env, {"assets_root": os.path.abspath(args.assets_root) if args.assets_root else None, "job_file": args.job_file}
     )
     root = Path(settings.assets_root)
+    location = locate_root(settings, env)
+    if not location.exists and not args.create_root and not args.dry_run:
+        raise missing_root(settings, location)
     workspace = Workspace(root)
     source = safe_url(manifest.base_url) if manifest.base_url else M("absolute-urls")
     progress.say(M("start", count=len(entries), source=source, root=root))
+    for note in notes(location, args.create_root):
+        progress.say(note)
     statuses = {e.name: inspect_entry(root, workspace, e, args.force) for e in entries}
+    work = {e.name for e in entries if statuses[e.name].work}
+    sizes = entry_sizes(entries, work, args.timeout, args.allow_http) if args.dry_run else None
     width = max(len(e.name) for e in entries)
     for entry in entries:
-        target = entry.target + ("/" if entry.archive else "")
-        name = f"{entry.name:<{width}}"
-        status = statuses[entry.name].message
-        progress.say(M("entry-line", name=name, status=status, url=safe_url(entry.url), target=target))
-    if args.dry_run:
+        fields = {
+            "name": f"{entry.name:<{width}}",
+            "status": statuses[entry.name].message,
+            "url": safe_url(entry.url),
+            "target": entry.target + ("/" if entry.archive else ""),
+        }
+        if sizes is None:
+            progress.say(M("entry-line", **fields))
+        else:
+            progress.say(M("entry-line-sized", size=sizes.lines[entry.name], **fields))
+    if sizes is not None:
+        progress.say(sizes.summary())
+        if not location.exists and not args.create_root:
+            raise missing_root(settings, location)
         return 0
-    todo = [e for e in entries if statuses[e.name].work]
+    todo = [e for e in entries if e.name in work]
     adopted = [e for e in entries if statuses[e.name].state is EntryState.ADOPTED]
+    if not location.exists:
+        progress.say(create_root(location))
     if todo:
         _one_heap()
     if todo or adopted:

@@ -40,6 +40,58 @@ MESSAGES = Catalogue(
             "  {name}: {count} existing paths differed and were moved aside: {paths}",
             "  {name}:{count} 个已有路径内容不同,已移到一旁:{paths}",
         ),
+        # ---------------------------------------------------------------- the assets root and sizes (root.py, sizes.py)
+        "root-missing": (
+            "the assets root {root} ({given}) does not exist; its nearest existing folder {existing} is on {where}. "
+            "The CFS mount may be missing: fetch-assets does not create a missing root by itself, so that 55 GB "
+            "never land on a disk no job sees",
+            "资源根目录 {root}({given})不存在;最近的已存在目录 {existing} 位于{where}。可能缺少 CFS 挂载:"
+            "fetch-assets 不会自行创建缺失的根目录,以免 55 GB 数据落到任务看不到的磁盘上",
+        ),
+        "root-missing-fix": (
+            "Mount CFS at {root} (or point --assets-root / VLA_ASSETS_ROOT at the folder where CFS is mounted); to "
+            "create {root} here on purpose, add --create-root.",
+            "请把 CFS 挂载到 {root}(或让 --assets-root / VLA_ASSETS_ROOT 指向 CFS 的挂载目录);"
+            "如确实要在此创建 {root},请加上 --create-root。",
+        ),
+        "root-given-flag": ("from --assets-root", "来自 --assets-root"),
+        "root-given-env": ("from VLA_ASSETS_ROOT", "来自 VLA_ASSETS_ROOT"),
+        "root-given-default": ("the default", "默认值"),
+        "root-given-job-file": ("from {source}", "来自 {source}"),
+        "root-created": ("created the assets root {root} on {where}", "已创建资源根目录 {root},位于{where}"),
+        "root-would-create": (
+            "the assets root {root} does not exist: --create-root would create it on {where}",
+            "资源根目录 {root} 不存在:--create-root 将在{where}上创建它",
+        ),
+        "root-own-disk": (
+            "note: {root} is on {where}, not on a mounted CFS: a TI-ONE job will not see what is fetched here",
+            "注意:{root} 位于{where},不在挂载的 CFS 上:TI-ONE 任务看不到在此下载的内容",
+        ),
+        "entry-line-sized": (
+            "  {name}  {status}  {size}  [{url} -> {target}]",
+            "  {name}  {status}  {size}  [从 {url} 到 {target}]",
+        ),
+        "size-known": ("size {size}", "大小 {size}"),
+        "size-no-answer": (
+            "size unknown (offline: no answer within {seconds:g} s)",
+            "大小未知(离线:{seconds:g} 秒内无应答)",
+        ),
+        "size-unreachable": ("size unknown (offline or unreachable: {reason})", "大小未知(离线或无法访问:{reason})"),
+        "size-http": ("size unknown (HTTP {status})", "大小未知(HTTP {status})"),
+        "size-no-length": ("size unknown (no Content-Length)", "大小未知(无 Content-Length)"),
+        "size-not-a-file": ("size unknown (not a file)", "大小未知(不是文件)"),
+        "dry-run-total-unknown": (
+            "dry run: {unknown} entries to fetch, of unknown size; nothing was written",
+            "试运行:{unknown} 个条目需下载,大小未知;未写入任何内容",
+        ),
+        "dry-run-total": (
+            "dry run: {amount} to fetch for {count} entries; nothing was written",
+            "试运行:{count} 个条目需下载 {amount};未写入任何内容",
+        ),
+        "dry-run-total-partial": (
+            "dry run: {amount} to fetch for {count} entries, plus {unknown} of unknown size; nothing was written",
+            "试运行:{count} 个条目需下载 {amount},另有 {unknown} 个大小未知;未写入任何内容",
+        ),
         # ---------------------------------------------------------------- the final check (command.py)
         "check-heading": ("assets under {root}", "{root} 下的资源"),
         "not-ready": (

@@ -16,7 +16,7 @@ import re
 import string
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
 from entrypoint.inspect.openpi import NORM_STATS_FILE, TOKENIZER_RELATIVE
+from entrypoint.inspect.weights import check_model_weights, orbax_checkpoint
 
 NORM_STATS_KEYS = ("state", "actions")
 NORM_STATS_FIELDS = ("mean", "std", "q01", "q99")
@@ -255,6 +256,11 @@ def check_safetensors(path: Path) -> int:
     """Validate a safetensors file from its header and length alone, as strictly as the safetensors loader; return
     its size. Refuses a truncated copy, bytes after the last tensor, gaps or overlaps between tensors, and a
     tensor whose shape x dtype does not fill its byte range."""
+    return read_safetensors(path)[0]
+
+
+def read_safetensors(path: Path) -> tuple[int, dict[str, object]]:
+    """`check_safetensors`, also returning the parsed header (every entry a well-formed tensor)."""
     try:
         with Opened(path) as opened:
             size = opened.size
@@ -280,20 +286,25 @@ def check_safetensors(path: Path) -> int:
         raise InvalidAsset(M("safetensors-truncated", size=size, needed=needed))
     if size > needed:
         raise InvalidAsset(M("safetensors-trailing", extra=size - needed, size=size, needed=needed))
-    return size
+    return size, header
 
 
 def _problem(path: Path, exc: InvalidAsset) -> Text:
     return M("file-problem", path=path, problem=exc.text)
 
 
-def check_weights(weights: Path) -> tuple[list[Finding], int | None]:
-    """Check a base weights folder: config.json parses, model.safetensors is whole; also return its size."""
+def check_weights(
+    weights: Path, train_config: str | None = None, extra_args: Sequence[str] = ()
+) -> tuple[list[Finding], int | None]:
+    """Check a base weights folder: config.json parses, model.safetensors is whole and, given the job's train
+    config, holds the tensors of the model it builds (not a JAX checkpoint); also return its size."""
     fix = M("weights-fix", weights=weights)
     if not weights.is_dir():
         missing = problem_at(weights) in (Problem.MISSING, Problem.DANGLING_LINK)
         what = M("weights-missing" if missing else "weights-not-folder", weights=weights)
         return [failed("assets.weights", what, fix, str(weights))], None
+    if (jax := orbax_checkpoint(weights, train_config)) is not None:
+        return [jax], None
     findings: list[Finding] = []
     config = weights / "config.json"
     try:
@@ -303,14 +314,16 @@ def check_weights(weights: Path) -> tuple[list[Finding], int | None]:
         findings.append(failed("assets.weights-config", _problem(config, exc), exc.fix or fix, str(config)))
     model = weights / "model.safetensors"
     try:
-        size = check_safetensors(model)
+        size, header = read_safetensors(model)
     except InvalidAsset as exc:
         findings.append(failed("assets.weights-model", _problem(model, exc), exc.fix or fix, str(model)))
         return findings, None
-    if findings:
+    if train_config is not None:
+        findings.append(check_model_weights(header, model, train_config, extra_args))
+    if any(f.status is Status.FAIL for f in findings):
         return findings, size
     complete = M("weights-complete", gigabytes=size / 1e9, weights=weights)
-    return [passed("assets.weights", complete, str(weights))], size
+    return [passed("assets.weights", complete, str(weights)), *findings], size
 
 
 def _check_norm_stats(settings: Settings, asset_id: str) -> list[Finding]:
@@ -767,7 +780,7 @@ def inspect_assets(settings: Settings, env: Mapping[str, str]) -> AssetReport:
         findings += _check_norm_stats(settings, settings.asset_id)
     weights = settings.path("weights")
     if weights is not None:
-        found, weights_bytes = check_weights(weights)
+        found, weights_bytes = check_weights(weights, settings.train_config, settings.extra_args)
         findings += found
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:

@@ -4,6 +4,10 @@ Rules: a variable the user or platform already set is kept, never overwritten (r
 useful defaults are added otherwise; TI-ONE's node-level `WORLD_SIZE`/`RANK` and every inherited `PET_*`
 variable are removed so that neither torchrun nor the trainer mistakes them for process-level values.
 No `CUDA_VISIBLE_DEVICES` is ever set.
+
+PyTorch's flight recorder (a ring buffer of each rank's recent collectives) is on by default
+(`flight_recorder_env`): its dumps land in this node's folder beside its log, one file per global rank, and a
+named pipe per rank lets the launcher ask a live rank for a dump when the stall watchdog fires.
 """
 
 from __future__ import annotations
@@ -17,6 +21,16 @@ from entrypoint.core.settings import Settings
 
 # TI-ONE's node-level names, which torch would read as process-level ones.
 NODE_LEVEL_VARIABLES = ("WORLD_SIZE", "RANK")
+
+# Flight-recorder settings: each group is one setting under the names torch has read over time, newest first
+# (torch 2.11 reads TORCH_FR_* first and falls back to the TORCH_NCCL_* names that torch 2.6 reads). A user who set
+# any name of a group keeps that group as it is: we add none of its other names, which newer torch would prefer.
+FR_BUFFER_ENTRIES = 20000  # the entries each rank keeps: a few hours of a DDP job's collectives
+FR_BUFFER_NAMES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+FR_DUMP_NAMES = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")  # `<prefix><global rank>` files
+FR_ON_TIMEOUT_NAMES = ("TORCH_NCCL_DUMP_ON_TIMEOUT",)  # NCCL's watchdog dumps every rank when a collective times out
+FR_PIPE_NAMES = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",)  # NCCL ranks dump when a byte reaches `<prefix><rank>.pipe`
+FR_DUMP_PREFIX = "rank_"  # torch's own analyser wants exactly `<prefix><rank>` file names
 
 
 @dataclass
@@ -80,4 +94,31 @@ def training_env(
     for name, value in defaults.items():
         if name not in plan.set:
             plan.offer(inherited, name, value)
+    return plan
+
+
+def flight_recorder_env(
+    inherited: Mapping[str, str], chosen: Mapping[str, str], dump_folder: Path | None, pipe_prefix: str
+) -> EnvPlan:
+    """The flight recorder's variables: a 20000-entry buffer, a dump on an NCCL timeout, dumps as
+    `<dump_folder>/rank_<global rank>` (none of the location when `dump_folder` is None: the node has no log
+    folder) and the dump-request pipes at `<pipe_prefix><rank>.pipe` (a node-local folder: a FIFO belongs on local
+    disk). A group the user set (in `inherited`, or in the job file's env, `chosen`) is kept untouched."""
+    plan = EnvPlan()
+    wanted: list[tuple[tuple[str, ...], str]] = [
+        (FR_BUFFER_NAMES, str(FR_BUFFER_ENTRIES)),
+        (FR_ON_TIMEOUT_NAMES, "1"),
+        (FR_PIPE_NAMES, pipe_prefix),
+    ]
+    if dump_folder is not None:
+        wanted.append((FR_DUMP_NAMES, str(dump_folder / FR_DUMP_PREFIX)))
+    for names, value in wanted:
+        own = [n for n in names if n in chosen]
+        present = [n for n in names if n in inherited and n not in chosen]
+        if own:
+            continue  # the job file's value is already in `set`
+        if present:
+            plan.kept.update({n: inherited[n] for n in present})
+            continue
+        plan.set.update(dict.fromkeys(names, value))
     return plan

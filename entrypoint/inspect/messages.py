@@ -151,6 +151,43 @@ MESSAGES = Catalogue(
             "Run on a GPU machine, or set VLA_DEVICE=cpu for a CPU-only demo.",
             "请在 GPU 机器上运行;仅 CPU 演示请设置 VLA_DEVICE=cpu。",
         ),
+        # scope: `check --assets`, the dev machine (inspect/scope.py)
+        "scope-shape-range": (
+            "{flag} {value} is out of range: expected a whole number from 1 to {limit}",
+            "{flag} {value} 超出范围:应为 1 到 {limit} 之间的整数",
+        ),
+        "scope-shape-range-fix": (
+            "Give {flag} the job's {what} as you will create it on TI-ONE, e.g. {flag} {example}.",
+            "请为 {flag} 指定将在 TI-ONE 上创建的任务的{what},例如 {flag} {example}。",
+        ),
+        "scope-nodes": ("number of nodes", "节点数"),
+        "scope-gpus-per-node": ("GPUs per node", "每节点 GPU 数"),
+        "scope-skip": (
+            "{what}: checked by each node when the job starts, not here",
+            "{what}:由每个节点在任务启动时检查,此处不检查",
+        ),
+        "scope-skip-gpus": ("each node's GPUs", "每个节点的 GPU"),
+        "scope-skip-fabric": ("the RDMA/NCCL network and locked memory", "RDMA/NCCL 网络与锁定内存"),
+        "scope-skip-trainer": ("openpi's trainer {script} (in the image)", "openpi 训练脚本 {script}(位于镜像中)"),
+        "scope-skip-torchrun": ("torchrun (in the image)", "torchrun(位于镜像中)"),
+        "scope-skip-patch": ("the transformers patch (in the image)", "transformers 补丁(位于镜像中)"),
+        "scope-skip-taco": ("the TACO wheel against the node's Python", "TACO wheel 与节点 Python 的匹配"),
+        "scope-skip-datasets-cache": (
+            "the node's datasets cache (HF_DATASETS_CACHE, on the node's own disk)",
+            "节点的 datasets 缓存(HF_DATASETS_CACHE,位于节点本地磁盘)",
+        ),
+        "scope-job-file": (
+            "job file valid: {path} ({keys} taken from it)",
+            "任务文件有效:{path}(从中读取 {keys})",
+        ),
+        "scope-job-file-unused": (
+            "job file valid: {path} (nothing taken from it: VLA_* variables or flags set the same keys)",
+            "任务文件有效:{path}(未从中读取任何设置:VLA_* 变量或命令行参数设置了相同的键)",
+        ),
+        "scope-job-file-none": (
+            "no job file at {path}: the defaults and VLA_* variables apply",
+            "{path} 处没有任务文件:使用默认值与 VLA_* 变量",
+        ),
         # batch
         "batch-shape": ("{nnodes} node(s) x {per_node}", "{nnodes} 个节点 x {per_node}"),
         "batch-divides": (
@@ -448,6 +485,89 @@ MESSAGES = Catalogue(
             "datasets 缓存 {cache} 仅剩 {free:.1f} GB,数据集为 {size:.1f} GB",
         ),
         "datasets-cache-writable": ("datasets cache writable: {cache}", "datasets 缓存可写:{cache}"),
+        # storage: which mount holds the assets root and the checkpoints (mounts.py, storage.py)
+        "mount-unknown": (
+            "an unknown file system (the mount table could not be read)",
+            "未知文件系统(无法读取挂载表)",
+        ),
+        "mount-network": (
+            "the network file system {fs} mounted at {point} (from {source})",
+            "挂载于 {point} 的网络文件系统 {fs}(来源 {source})",
+        ),
+        "mount-local": (
+            "the local file system {fs} mounted at {point} (from {source}), not shared between machines",
+            "挂载于 {point} 的本地文件系统 {fs}(来源 {source}),不在机器之间共享",
+        ),
+        "mount-container-disk": (
+            "the container's own disk ({fs} mounted at /)",
+            "容器自身的磁盘(挂载于 / 的 {fs})",
+        ),
+        "mount-machine-disk": (
+            "this machine's own disk ({fs} mounted at /)",
+            "本机自身的磁盘(挂载于 / 的 {fs})",
+        ),
+        "root-mounted": ("assets root {root} is on {where}", "资源根目录 {root} 位于{where}"),
+        "root-not-mounted": (
+            "the assets root {root} is not a mounted file system: it is on {where}. The job's CFS storage row is "
+            "missing or mounts another container path; nothing is checked or written there (checkpoints never go "
+            "to the container's disk)",
+            "资源根目录 {root} 不是挂载的文件系统:它位于{where}。任务缺少 CFS 存储挂载行,或挂载到了别的容器路径;"
+            "不会在此检查或写入任何内容(检查点绝不写入容器磁盘)",
+        ),
+        "root-missing": (
+            "the assets root {root} does not exist: no CFS is mounted there. Its nearest existing folder {existing} "
+            "is on {where}; nothing is checked or written there",
+            "资源根目录 {root} 不存在:此处没有挂载 CFS。最近的已存在目录 {existing} 位于{where};"
+            "不会在此检查或写入任何内容",
+        ),
+        "root-mount-fix": (
+            "In the TI-ONE job's storage settings add the row: CFS path <your CFS root>/embodied-ai/openpi-assets -> "
+            "container path {root} (or set VLA_ASSETS_ROOT to the container path your row uses), then start the job "
+            "again. On the dev machine, mount CFS first and fill the tree with `vla-entrypoint fetch-assets`.",
+            "请在 TI-ONE 任务的存储设置中添加一行:CFS 路径 <你的 CFS 根目录>/embodied-ai/openpi-assets -> 容器路径 "
+            "{root}(或把 VLA_ASSETS_ROOT 设为该行所用的容器路径),然后重新启动任务。在开发机上请先挂载 CFS,"
+            "再用 `vla-entrypoint fetch-assets` 准备资源。",
+        ),
+        "root-missing-under-mount-fix": (
+            "{point} is mounted but holds no {root}: check the CFS path of the job's storage row, set VLA_ASSETS_ROOT "
+            "to where the tree is, or fill it on the dev machine with `vla-entrypoint fetch-assets`.",
+            "{point} 已挂载,但其中没有 {root}:请检查任务存储挂载行的 CFS 路径,把 VLA_ASSETS_ROOT 设为资源所在位置,"
+            "或在开发机上用 `vla-entrypoint fetch-assets` 准备资源。",
+        ),
+        "root-own-disk": (
+            "the assets root {root} is on {where}, not on a mounted file system: fine for a trial on this machine, "
+            "but a TI-ONE job sees none of it",
+            "资源根目录 {root} 位于{where},不在挂载的文件系统上:在本机试运行可以,但 TI-ONE 任务看不到其中任何内容",
+        ),
+        "root-own-disk-fix": (
+            "For TI-ONE keep the tree on CFS and mount it at {root} with the job's storage row; a TI-ONE job "
+            "(GPU_NUM_PER_NODE set) refuses to start without that mount.",
+            "用于 TI-ONE 时请把资源放在 CFS 上,并通过任务的存储挂载行挂载到 {root};"
+            "TI-ONE 任务(设置了 GPU_NUM_PER_NODE)在缺少该挂载时会拒绝启动。",
+        ),
+        "root-folded": (
+            "{count} checks wait for the assets root to be mounted and are not counted: {names}",
+            "{count} 项检查需等资源根目录挂载后才进行,本次不计入:{names}",
+        ),
+        "root-folded-fix": (
+            "Fix storage.assets-mount above; they run on the next start.",
+            "请先修复上面的 storage.assets-mount;下次启动时会执行这些检查。",
+        ),
+        "root-withheld": (
+            "{path} is under the assets root {root}, which is not mounted: nothing is written there",
+            "{path} 位于未挂载的资源根目录 {root} 下:不会在此写入任何内容",
+        ),
+        "checkpoint-own-disk": (
+            "the checkpoint folder {folder} is on {where}: checkpoints would fill the container's disk and vanish "
+            "with the container",
+            "检查点目录 {folder} 位于{where}:检查点会占满容器磁盘,并随容器一起消失",
+        ),
+        "checkpoint-own-disk-fix": (
+            "Mount CFS at {base} with a storage row of the TI-ONE job, or point {variable} into the mounted assets "
+            "root (its default, checkpoints, is inside it).",
+            "请在 TI-ONE 任务中添加存储挂载行,把 CFS 挂载到 {base};或让 {variable} 指向已挂载的资源根目录内"
+            "(其默认值 checkpoints 即在其中)。",
+        ),
         # resume
         "resume-overwrite": (
             "VLA_OVERWRITE=1: node 0 moves {folder} aside (kept, not deleted) and training starts fresh",
@@ -494,12 +614,96 @@ MESSAGES = Catalogue(
         ),
         "resume-from": ("resuming from step {step} in {folder}", "将从 {folder} 的第 {step} 步恢复训练"),
         "resume-finished": (
-            "the experiment already reached step {step} >= num_train_steps={steps}: nothing left to train",
-            "该实验已到第 {step} 步,不小于 num_train_steps={steps}:没有剩余训练",
+            "already trained to step {step}: with num_train_steps={steps} and save_interval={interval} openpi "
+            "saves no later checkpoint, so there is nothing left to train; `run` exits 0 without starting torchrun",
+            "已训练到第 {step} 步:在 num_train_steps={steps}、save_interval={interval} 下 openpi 不会再保存更晚的"
+            "检查点,没有剩余训练;`run` 将直接以 0 退出,不启动 torchrun",
         ),
         "resume-finished-fix": (
-            "Raise VLA_NUM_TRAIN_STEPS, choose a new VLA_EXP_NAME, or set VLA_OVERWRITE=1.",
-            "请调大 VLA_NUM_TRAIN_STEPS、更换 VLA_EXP_NAME,或设置 VLA_OVERWRITE=1。",
+            "To train further raise num_train_steps (VLA_NUM_TRAIN_STEPS or the job file); to start again set "
+            "VLA_OVERWRITE=1 (the old experiment is moved aside, not deleted) or choose a new VLA_EXP_NAME.",
+            "如需继续训练,请调大 num_train_steps(VLA_NUM_TRAIN_STEPS 或任务文件);如需重新开始,请设置 "
+            "VLA_OVERWRITE=1(旧实验会被移到一旁,不会删除),或更换 VLA_EXP_NAME。",
+        ),
+        # weights that belong to the model (inspect/weights.py)
+        "weights-model": (
+            "{family} ({paligemma} + {expert}, {dim}-dim actions)",
+            "{family}({paligemma} + {expert},{dim} 维动作)",
+        ),
+        "weights-match": (
+            "{path} fits {model}: its {count} tensors are named and shaped as the model's{dtypes}",
+            "{path} 与 {model} 相符:{count} 个张量的名称和形状都与模型一致{dtypes}",
+        ),
+        "weights-dtypes-converted": (
+            " ({count} stored as another float type, which loading converts)",
+            "(其中 {count} 个以其他浮点类型存储,加载时会自动转换)",
+        ),
+        "weights-no-signature": (
+            "tensor names and shapes in {path} not compared: no signature of {model} ships with the launcher",
+            "未比对 {path} 中的张量名称和形状:启动器没有随附 {model} 的签名",
+        ),
+        "weights-unknown-model": (
+            "tensor names and shapes in {path} not compared: the model of train config {config} (with its "
+            "--model flags) is not one the launcher knows",
+            "未比对 {path} 中的张量名称和形状:启动器不认识训练配置 {config}(连同其 --model 参数)所用的模型",
+        ),
+        "weights-other-model": (
+            "{path} holds the weights of {found}, but train config {config} builds {expected}: {details}",
+            "{path} 是 {found} 的权重,而训练配置 {config} 构建的是 {expected}:{details}",
+        ),
+        "weights-other-model-fix": (
+            "Set VLA_WEIGHTS to weights converted for {expected}, or choose a train config that builds {found}.",
+            "请把 VLA_WEIGHTS 指向为 {expected} 转换的权重,或改用构建 {found} 的训练配置。",
+        ),
+        "weights-partial": (
+            "{path} is a partial conversion: {details}",
+            "{path} 是不完整的转换结果:{details}",
+        ),
+        "weights-mismatch": (
+            "{path} does not fit {expected}, the model of train config {config}: {details}",
+            "{path} 与训练配置 {config} 的模型 {expected} 不符:{details}",
+        ),
+        "weights-convert-fix": (
+            "Convert the checkpoint again with openpi's examples/convert_jax_model_to_pytorch.py --config_name "
+            "{config} (it writes every tensor of the model), then copy model.safetensors to {weights} whole.",
+            "请用 openpi 的 examples/convert_jax_model_to_pytorch.py --config_name {config} 重新转换检查点"
+            "(它会写出模型的全部张量),再把 model.safetensors 完整复制到 {weights}。",
+        ),
+        "weights-names-missing": (
+            "{count} of the model's {total} tensors missing (first: {names})",
+            "缺少模型 {total} 个张量中的 {count} 个(前几个:{names})",
+        ),
+        "weights-names-extra": (
+            "tensors the model does not have: {count} (first: {names})",
+            "模型中没有的张量:{count} 个(前几个:{names})",
+        ),
+        "weights-shapes-differ": (
+            "tensors shaped otherwise: {count} (first: {name} is {found} where the model's is {expected})",
+            "形状不同的张量:{count} 个(例如 {name} 为 {found},模型中为 {expected})",
+        ),
+        "weights-not-float": (
+            "{path}: tensors holding integers where the model has floats: {count} (first: {name} as {dtype}); "
+            "loading converts them, so training would start from meaningless values",
+            "{path}:模型中为浮点数、文件里却是整数的张量:{count} 个(例如 {name} 为 {dtype});加载时会被转换,"
+            "训练将从无意义的数值开始",
+        ),
+        "weights-not-float-fix": (
+            "Use weights converted to float32 or bfloat16 by openpi's examples/convert_jax_model_to_pytorch.py.",
+            "请使用 openpi 的 examples/convert_jax_model_to_pytorch.py 转换为 float32 或 bfloat16 的权重。",
+        ),
+        "weights-orbax": (
+            "{weights} is a JAX (orbax) checkpoint ({markers}) without model.safetensors: openpi's PyTorch trainer "
+            "loads only model.safetensors",
+            "{weights} 是 JAX(orbax)检查点({markers}),没有 model.safetensors:openpi 的 PyTorch 训练只加载 "
+            "model.safetensors",
+        ),
+        "weights-orbax-fix": (
+            "Convert it with openpi's script: python examples/convert_jax_model_to_pytorch.py --checkpoint_dir "
+            "{checkpoint} --config_name {config} --output_path {output} (the script reads a pi05 checkpoint as pi05 "
+            "only when 'pi05' is part of that path), then set VLA_WEIGHTS to {output}.",
+            "请用 openpi 的脚本转换:python examples/convert_jax_model_to_pytorch.py --checkpoint_dir {checkpoint} "
+            "--config_name {config} --output_path {output}(只有路径中含 'pi05' 时,脚本才按 pi05 读取检查点),"
+            "然后把 VLA_WEIGHTS 设为 {output}。",
         ),
     },
 )

@@ -12,6 +12,10 @@ the folder `str(that)`. So a complete folder named `00010` is never resumed from
 and a name such as `²` or `①` (a digit to `isdigit()`, not to `int()`) would crash openpi's `--resume`. Both kinds
 are reported as leftovers and moved aside whenever openpi could pick them: always for a name `int()` refuses,
 otherwise when its number is above the chosen step.
+
+An experiment is *finished* when resuming from its newest complete step would save nothing more under openpi's save
+rule (`save_count(num_train_steps, save_interval, step) == 0`: the step is at or past the last save that
+num_train_steps makes, N when N is a multiple of the interval, else N - 1). Then nothing is started and nothing moved.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ from entrypoint.core.settings import Settings
 from entrypoint.inspect.assets import HEAD_BYTES, InvalidAsset, check_safetensors, is_lfs_pointer, refused_text
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
-from entrypoint.inspect.openpi import CHECKPOINT_FILES
+from entrypoint.inspect.openpi import CHECKPOINT_FILES, save_count
 
 
 class ResumeAction(StrEnum):
     FRESH = "fresh"  # no usable checkpoint: start at step 0
     RESUME = "resume"  # openpi's --resume from the newest complete step
     OVERWRITE = "overwrite"  # VLA_OVERWRITE=1: node 0 moves the experiment aside, then a fresh start
+    FINISHED = "finished"  # the newest complete step is openpi's last save: nothing to train, nothing started
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ def _openpi_number(name: str) -> int | None:
 
 
 def decide_resume(settings: Settings) -> ResumeDecision:
-    """Read the experiment folder and decide; changes nothing on disk."""
+    """Read the experiment folder and decide; changes nothing on disk. A finished experiment sets nothing aside."""
     exp = settings.experiment_dir
     if settings.overwrite:
         if exp.exists():
@@ -166,16 +171,13 @@ def decide_resume(settings: Settings) -> ResumeDecision:
     if chosen is None:
         findings.append(passed("resume", M("resume-no-complete-checkpoint", folder=exp), str(exp)))
         return ResumeDecision(ResumeAction.FRESH, None, exp, (), shown_leftovers, tuple(above), tuple(findings))
-    findings.append(passed("resume", M("resume-from", step=chosen, folder=exp), str(exp / str(chosen))))
-    if chosen >= settings.num_train_steps:
-        findings.append(
-            warned(
-                "resume.finished",
-                M("resume-finished", step=chosen, steps=settings.num_train_steps),
-                M("resume-finished-fix"),
-                "VLA_NUM_TRAIN_STEPS",
-            )
+    if save_count(settings.num_train_steps, settings.save_interval, chosen) == 0:
+        finished = M("resume-finished", step=chosen, steps=settings.num_train_steps, interval=settings.save_interval)
+        findings.append(warned("resume", finished, M("resume-finished-fix"), str(exp / str(chosen))))
+        return ResumeDecision(
+            ResumeAction.FINISHED, chosen, exp, tuple(reversed(complete)), shown_leftovers, (), tuple(findings)
         )
+    findings.append(passed("resume", M("resume-from", step=chosen, folder=exp), str(exp / str(chosen))))
     return ResumeDecision(
         ResumeAction.RESUME, chosen, exp, tuple(reversed(complete)), shown_leftovers, tuple(above), tuple(findings)
     )

@@ -1,4 +1,11 @@
-"""Storage checks: the checkpoint folder is writable and has room for the saves this run will make.
+"""Storage checks: the assets root is a mounted file system, and the checkpoint folder is writable, off the
+container's own disk and has room for the saves this run will make.
+
+A TI-ONE job sees CFS only through its storage row. When the assets root is not mounted (`check_assets_root`)
+that is the one cause: the findings of every check under the root are folded into one line, and checkpoints
+and node logs are never written there. The root must exist everywhere, and must be mounted apart from the
+container's own root file system (overlay layers at `/`) in a TI-ONE job (`required`); elsewhere (a trial on a
+plain disk, a machine whose `/` is its own disk) a root on `/` is a warning.
 
 openpi keeps every checkpoint (model + optimizer, about 3x the base weights file: 21 GB for pi05), so the
 estimate is (saves still to come) x (3 x weights size), or a pi05-sized default when no weights are used.
@@ -7,13 +14,15 @@ estimate is (saves still to come) x (3 x weights size), or a pi05-sized default 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from entrypoint.core.findings import Finding, failed, passed, warned
+from entrypoint.core.findings import Finding, Status, failed, passed, warned
 from entrypoint.core.messages import Text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
+from entrypoint.inspect.mounts import Location, Mount, Placement, locate, nearest_existing
 from entrypoint.inspect.openpi import final_step_saved, save_count
 
 CHECKPOINT_TO_WEIGHTS = 3  # model.safetensors (~1x, fp32 weights) + optimizer.pt (~2x, AdamW moments)
@@ -21,12 +30,87 @@ DEFAULT_CHECKPOINT_BYTES = 21 * 10**9  # measured for pi05: 7.47 GB model + 13.4
 GB = 10**9
 
 
-def nearest_existing(path: Path) -> Path:
-    """The path itself or its closest existing ancestor (what a later mkdir -p would write into)."""
-    current = path
-    while not os.path.lexists(current) and current.parent != current:
-        current = current.parent
-    return current
+ROOT_MOUNT = "storage.assets-mount"
+NOT_CHECKED = "storage.not-checked"
+CHECKPOINT_STORAGE = "storage.checkpoint"  # how the folded checkpoint checks are named in the folded line
+
+
+def inside(where: str | Path | None, folder: Path) -> bool:
+    """Whether the path `where` is `folder` or lies below it (absolute paths, whole components)."""
+    if where is None or not os.path.isabs(where):
+        return False
+    path, top = os.path.abspath(where), os.path.abspath(folder)
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class RootStorage:
+    """Where the assets root lives and what follows from it. `findings` are the asset findings with the verdict
+    on the mount in front; `unmounted` means that verdict failed: the findings under the root were folded into
+    one line, and nothing under the root is checked or written (`covers`). `mounts` is the table it was read
+    from (None: unreadable) and `required` whether the root must be mounted (a TI-ONE job)."""
+
+    location: Location
+    mounts: tuple[Mount, ...] | None
+    required: bool
+    findings: tuple[Finding, ...]
+
+    @property
+    def unmounted(self) -> bool:
+        return any(f.id == ROOT_MOUNT and f.status is Status.FAIL for f in self.findings)
+
+    def covers(self, path: Path) -> bool:
+        """Whether `path` is under an unmounted root: not to be checked, created or written."""
+        return self.unmounted and inside(path, self.location.path)
+
+    def withheld(self, path: Path) -> Text | None:
+        """Why nothing may be written at `path` (it is under an unmounted root); None when it may."""
+        return M("root-withheld", path=path, root=self.location.path) if self.covers(path) else None
+
+
+def check_assets_root(
+    settings: Settings, mounts: Sequence[Mount] | None, required: bool, findings: Sequence[Finding]
+) -> RootStorage:
+    """Judge the mount under the assets root; under a failing verdict, fold those of `findings` (the asset and
+    resume checks) whose path is under the root into one line.
+
+    Missing root: fail. On the root file system (`/`, nothing mounted below the root): fail when `required` and
+    `/` is a container's overlay, else warn. Mounted: pass, naming the file system. Unknown (no readable mount
+    table): no verdict."""
+    root = Path(os.path.abspath(settings.assets_root))
+    table = tuple(mounts) if mounts is not None else None
+    location = locate(root, table)
+    where = location.described()
+    verdict: Finding | None = None
+    match location.placement:
+        case Placement.MISSING:
+            holder = location.mount
+            fix = (
+                M("root-missing-under-mount-fix", point=holder.point, root=root)
+                if holder is not None and holder.point != "/"
+                else M("root-mount-fix", root=root)
+            )
+            what = M("root-missing", root=root, existing=location.existing, where=where)
+            verdict = failed(ROOT_MOUNT, what, fix, str(root))
+        case Placement.OWN_DISK if required and location.on_container_disk:
+            what = M("root-not-mounted", root=root, where=where)
+            verdict = failed(ROOT_MOUNT, what, M("root-mount-fix", root=root), str(root))
+        case Placement.OWN_DISK:
+            what = M("root-own-disk", root=root, where=where)
+            verdict = warned(ROOT_MOUNT, what, M("root-own-disk-fix", root=root), str(root))
+        case Placement.MOUNTED:
+            verdict = passed(ROOT_MOUNT, M("root-mounted", root=root, where=where), str(root))
+    if verdict is None:
+        return RootStorage(location, table, required, tuple(findings))
+    if verdict.status is not Status.FAIL:
+        return RootStorage(location, table, required, (verdict, *findings))
+    kept = [f for f in findings if not inside(f.where, root)]
+    names = [f.id for f in findings if inside(f.where, root)]
+    if inside(settings.experiment_dir, root):
+        names.append(CHECKPOINT_STORAGE)
+    summary = M("root-folded", count=len(names), names=", ".join(names))
+    folded = [warned(NOT_CHECKED, summary, M("root-folded-fix"), str(root))] if names else []
+    return RootStorage(location, table, required, (verdict, *folded, *kept))
 
 
 def unwritable_reason(path: Path) -> Text | None:
@@ -58,10 +142,31 @@ def free_bytes(path: Path) -> int | None:
     return stats.f_bavail * stats.f_frsize
 
 
-def check_checkpoint_storage(settings: Settings, resume_step: int | None, weights_bytes: int | None) -> list[Finding]:
+def check_checkpoint_storage(
+    settings: Settings, resume_step: int | None, weights_bytes: int | None, root: RootStorage | None = None
+) -> list[Finding]:
     """Writable checkpoint folder and room for one checkpoint (fail, exit 3); room for every coming save and the
-    final step being saved (warn)."""
+    final step being saved (warn). With the assets root's verdict (`root`): nothing when the folder is under an
+    unmounted root (folded there), and a failure when a TI-ONE job would write checkpoints to the container's own
+    disk."""
     folder = settings.experiment_dir
+    if root is not None and root.covers(folder):
+        return []
+    if root is not None and root.required:
+        location = locate(folder, root.mounts)
+        if location.on_container_disk:
+            return [
+                failed(
+                    "storage.checkpoint-mount",
+                    M("checkpoint-own-disk", folder=folder, where=location.described()),
+                    M(
+                        "checkpoint-own-disk-fix",
+                        base=settings.path("checkpoint_base_dir"),
+                        variable=settings.where("checkpoint_base_dir"),
+                    ),
+                    str(folder),
+                )
+            ]
     reason = unwritable_reason(folder)
     if reason is not None:
         return [

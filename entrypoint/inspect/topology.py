@@ -23,6 +23,9 @@ from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import verbatim
 
 DEFAULT_MASTER_PORT = 29500
+# A name that still does not resolve this long after a worker starts waiting is taken as wrong, not as a late DNS
+# entry (entries for a job's instances appear within seconds of their start; a negative answer is cached ~30 s).
+RESOLVE_BOUND_S = 90
 PET_TOPOLOGY_VARS = ("PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 _Expected = Literal["integer", "address", "port", "node-list", "fixed-nnodes"]
 _HOSTNAME = re.compile(
@@ -340,3 +343,40 @@ def resolve_topology(host: Host, device: Device) -> Topology:
     if device is Device.GPU:
         findings += _check_gpus(env, host, per_node, count)
     return Topology(nnodes, rank, per_node, addr, port, source, device, tuple(findings))
+
+
+def preflight_port(master_port: int) -> int:
+    """The bandwidth preflight's rendezvous port: the one next to MASTER_PORT (below it when that is 65535)."""
+    return master_port + 1 if master_port < 65535 else master_port - 1
+
+
+@dataclass(frozen=True)
+class MasterWait:
+    """A worker node's wait for node 0 before its first torchrun: `addr` (set by `variable`) must resolve within
+    `resolve_timeout_s` and `port` accept a TCP connection within `timeout_s`, both counted from the wait's start."""
+
+    variable: str
+    addr: str
+    port: int
+    timeout_s: int
+    resolve_timeout_s: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "variable": self.variable,
+            "addr": self.addr,
+            "port": self.port,
+            "timeout_s": self.timeout_s,
+            "resolve_timeout_s": self.resolve_timeout_s,
+        }
+
+
+def master_wait(topology: Topology, timeout_s: int, preflight_first: bool) -> MasterWait | None:
+    """What this node waits for before its first torchrun: nothing on a single node, on node 0 (its own torchrun
+    opens the port) or with `timeout_s` 0; else node 0's rendezvous port, the preflight's when a preflight runs
+    first (training's port then opens while every node is past the preflight, and torchrun waits for it)."""
+    if topology.nnodes == 1 or topology.node_rank == 0 or timeout_s == 0:
+        return None
+    variable = "PET_MASTER_ADDR" if topology.source is TopologySource.TORCHRUN else "MASTER_ADDR"
+    port = preflight_port(topology.master_port) if preflight_first else topology.master_port
+    return MasterWait(variable, topology.master_addr, port, timeout_s, min(RESOLVE_BOUND_S, timeout_s))

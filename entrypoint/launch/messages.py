@@ -35,11 +35,7 @@ MESSAGES = Catalogue(
         "taco-heading": ("TACO acceleration", "TACO 加速"),
         "preflight-heading": ("bandwidth preflight", "带宽预检"),
         "transport-proof": ("{status} {id}: {message}", "{status} {id}:{message}"),
-        "training-ended": (
-            "training ended with exit code {code}; last step {step}, last loss {loss}, "
-            "checkpoints saved this run: {saves}",
-            "训练结束,退出码 {code};最后一步 {step},最后损失 {loss},本次保存的检查点:{saves}",
-        ),
+        "training-ended": ("training ended with exit code {code}; {progress}", "训练结束,退出码 {code};{progress}"),
         "no-saves": ("none", "无"),
         "root-cause": ("root cause: {cause}", "根本原因:{cause}"),
         "stalled-root-cause": ("no progress for {silent}s", "{silent} 秒没有进展"),
@@ -144,6 +140,110 @@ MESSAGES = Catalogue(
         "preflight-minimum": (
             "minimum for the largest size: {minimum:.1f} GB/s",
             "最大消息的最低要求:{minimum:.1f} GB/s",
+        ),
+        # what this run did: the closing line's progress, and a job already trained to its last save
+        "progress-reached-loss": (
+            "last step reached {step}, last loss {loss:.4f}; checkpoints saved this run: {saves}",
+            "到达的最后一步 {step},最后损失 {loss:.4f};本次保存的检查点:{saves}",
+        ),
+        "progress-reached-logged": (
+            "last step reached {step} (last loss {loss:.4f}, logged at step {logged}); "
+            "checkpoints saved this run: {saves}",
+            "到达的最后一步 {step}(最后损失 {loss:.4f},记录于第 {logged} 步);本次保存的检查点:{saves}",
+        ),
+        "progress-reached": (
+            "last step reached {step} (no loss logged); checkpoints saved this run: {saves}",
+            "到达的最后一步 {step}(未记录损失);本次保存的检查点:{saves}",
+        ),
+        "progress-none": (
+            "no training step was logged and no checkpoint saved this run",
+            "本次未记录到训练步,也未保存检查点",
+        ),
+        "progress-not-seen": (
+            "node {rank} does not see training progress (openpi prints it from global rank 0 only); "
+            "see node 0's log in {folder}",
+            "节点 {rank} 看不到训练进度(openpi 只在全局 rank 0 上输出进度);请查看 {folder} 中节点 0 的日志",
+        ),
+        "already-finished": (
+            "already trained to step {step}; raise num_train_steps or set VLA_OVERWRITE=1 to start again "
+            "(torchrun was not started)",
+            "已训练到第 {step} 步;如需继续训练请调大 num_train_steps,如需重新开始请设置 VLA_OVERWRITE=1"
+            "(未启动 torchrun)",
+        ),
+        # a worker node's wait for node 0 (launch/rendezvous_wait.py)
+        "master-heading": ("node 0 (MASTER_ADDR)", "0 号节点(MASTER_ADDR)"),
+        "master-resolving": (
+            "waiting for {variable} {addr} to resolve ({waited} s of {bound} s): {error}",
+            "等待 {variable} {addr} 可解析(已等 {waited} 秒,最多 {bound} 秒):{error}",
+        ),
+        "master-connecting": (
+            "waiting for node 0 at {addr}:{port} ({addresses}) to accept connections ({waited} s of {bound} s): "
+            "{error}",
+            "等待 0 号节点 {addr}:{port}({addresses})接受连接(已等 {waited} 秒,最多 {bound} 秒):{error}",
+        ),
+        "master-no-answer": ("no answer from the resolver within {limit} s", "解析器在 {limit} 秒内没有应答"),
+        "master-reached": (
+            "node 0 at {addr}:{port} accepts connections after {waited} s",
+            "0 号节点 {addr}:{port} 已可连接(等待了 {waited} 秒)",
+        ),
+        "master-unresolved": (
+            "{variable}={addr} did not resolve within {waited} s ({error}); torchrun was not started on this node",
+            "{variable}={addr} 在 {waited} 秒内仍无法解析({error});本节点未启动 torchrun",
+        ),
+        "master-unresolved-fix": (
+            "On TI-ONE the platform sets {variable} to instance 0 of the job: check the job's instance count and "
+            "that instance 0 started (its log). With another launcher set {variable} to node 0's IP address or a "
+            "name this container resolves; a name is retried for {bound} s.",
+            "在 TI-ONE 上 {variable} 由平台设为任务的 0 号实例:请检查任务的实例数量,并确认 0 号实例已启动"
+            "(查看其日志)。使用其他启动方式时,请把 {variable} 设为 0 号节点的 IP 地址或本容器可解析的名称;"
+            "名称最多重试 {bound} 秒。",
+        ),
+        "master-unreachable": (
+            "node 0 at {addr}:{port} ({addresses}) did not accept connections within {waited} s (last attempt: "
+            "{error}); torchrun was not started on this node",
+            "0 号节点 {addr}:{port}({addresses})在 {waited} 秒内未接受连接(最后一次:{error});本节点未启动 torchrun",
+        ),
+        "master-unreachable-fix": (
+            "Node 0 opens port {port} when its torchrun starts: read node 0's log (did it start, did its checks "
+            "fail?), check the job's instance count (on TI-ONE node 0 is instance 0) and that port {port} is open "
+            "between the instances. If node 0 may start more than {bound} s after this node, raise {setting}.",
+            "0 号节点在其 torchrun 启动时才打开端口 {port}:请查看 0 号节点的日志(是否已启动?检查是否失败?),"
+            "核对任务的实例数量(TI-ONE 上 0 号节点即 0 号实例),并确认实例之间端口 {port} 可访问。"
+            "若 0 号节点可能比本节点晚 {bound} 秒以上启动,请调大 {setting}。",
+        ),
+        # in-job restarts (restarts.py, supervisor.py)
+        "restart": (
+            "RESTART {n}/{max}: the workers ended ({cause}); torchrun restarted them on this node {delay} s "
+            "after that was seen, resuming {resume}",
+            "重启 {n}/{max}:worker 已结束({cause});发现后 {delay} 秒 torchrun 在本节点重启了 worker,{resume}",
+        ),
+        "restart-resume-step": ("from step {step}", "从第 {step} 步续训"),
+        "restart-resume-fresh": (
+            "from the start (no complete checkpoint yet)",
+            "从头开始(尚无完整检查点)",
+        ),
+        "stall-restarting": (
+            "restarts left: {left}: this node's workers are ended (torchrun stays) so that every node restarts "
+            "them from the newest complete checkpoint",
+            "剩余重启次数:{left}:结束本节点的 worker(保留 torchrun),使各节点从最新的完整检查点重启 worker",
+        ),
+        "restart-budget-spent": (
+            "DO NOT REQUEUE: all {restarts} in-job restarts are spent and training failed again; exit {code}. "
+            "Read the attempts in the start-up record and fix the cause before starting the job again.",
+            "请勿重新排队:{restarts} 次任务内重启已用完,训练再次失败;退出码 {code}。"
+            "请查看启动记录中的各次尝试,排除原因后再重新提交任务。",
+        ),
+        "restart-same-exception": (
+            "DO NOT REQUEUE: attempts {a} and {b} ended with the same exception in the trainer: {detail}; a restart "
+            "would fail the same way; exit {code}. Fix the trainer or its settings.",
+            "请勿重新排队:第 {a} 次与第 {b} 次尝试因训练代码中相同的异常结束:{detail};重启只会同样失败;"
+            "退出码 {code}。请修正训练代码或其设置。",
+        ),
+        "restart-no-progress": (
+            "DO NOT REQUEUE: attempt {n} ended at step {step} without getting past step {best} or saving a "
+            "checkpoint; restarting makes no progress; exit {code}. Read the attempts in the start-up record.",
+            "请勿重新排队:第 {n} 次尝试结束于第 {step} 步,未超过第 {best} 步,也未保存检查点;重启没有进展;"
+            "退出码 {code}。请查看启动记录中的各次尝试。",
         ),
     },
 )

@@ -25,9 +25,10 @@ from entrypoint.core.settings import Device
 from entrypoint.fabric.inventory import Transport
 from entrypoint.fabric.nccl_debug import debug_env
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
-from entrypoint.inspect.topology import Topology
+from entrypoint.inspect.topology import Topology, preflight_port
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import say
+from entrypoint.launch.rendezvous_wait import wait_for_master
 from entrypoint.plan import Plan, torchrun_command
 
 TYPICAL_BUSBW_GBPS = {Transport.LOCAL: 370.0, Transport.IB: 360.0, Transport.ROCE: 360.0, Transport.SOCKET: 2.0}
@@ -82,8 +83,7 @@ class PreflightResult:
 def preflight_topology(topo: Topology) -> Topology:
     """The job's topology on the port next to MASTER_PORT: a node that finishes its preflight early must not
     rendezvous with another node's still-running preflight when it starts training."""
-    port = topo.master_port + 1 if topo.master_port < 65535 else topo.master_port - 1
-    return dataclasses.replace(topo, master_port=port)
+    return dataclasses.replace(topo, master_port=preflight_port(topo.master_port))
 
 
 def minimum_busbw(plan: Plan) -> float | None:
@@ -110,6 +110,11 @@ def run_preflight(plan: Plan, env: dict[str, str], out: TextIO, lang: Lang | str
         return PreflightResult(
             PreflightStatus.SKIPPED, None, findings=[passed("preflight", M("preflight-one-process"))]
         )
+    target = plan.launch.wait_for_master
+    if target is not None:  # a worker node: node 0's preflight port must answer before this torchrun starts
+        master = wait_for_master(dataclasses.replace(target, port=preflight_port(topo.master_port)), out, lang)
+        if master.finding is not None:
+            return PreflightResult(PreflightStatus.ERROR, minimum, findings=[master.finding])
     sizes = CPU_SIZES if topo.device is Device.CPU else GPU_SIZES
     timeout = plan.settings.preflight_timeout
     with tempfile.TemporaryDirectory(prefix="vla-preflight-") as tmp:

@@ -3,6 +3,9 @@
 Fed with raw output chunks (tqdm's carriage returns included); understands openpi's `step=… loss=…` and
 `Saved checkpoint at step N -> path` lines (see `openpi.py`), and a progress bar's `N/M` count moving. Each of
 these is a progress event; the stall watchdog measures the time since the last one.
+
+Everything here is what this run's own output said: a checkpoint found on disk from an earlier run is never counted.
+openpi prints progress from global rank 0 only, so a worker node's trainer output carries none (`summary` says so).
 """
 
 from __future__ import annotations
@@ -13,9 +16,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from entrypoint.core.messages import Text
 from entrypoint.inspect.openpi import SAVED_LINE, STEP_LINE
+from entrypoint.launch.messages import MESSAGES as M
+from entrypoint.launch.saves import SaveWatch
 
 _BAR_COUNT = re.compile(r"\|\s*(?P<done>\d+)/(?P<total>\d+)\s*\[")
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One `Saved checkpoint at step N -> path` line of this run."""
+
+    step: int
+    path: str
 
 
 @dataclass
@@ -25,12 +39,13 @@ class Progress:
     last_loss: float | None = None
     step_times: list[float] = field(default_factory=list)  # seconds per step between logged steps, saves excluded
     first_step_at: float | None = None  # clock value when the first step line arrived
-    saves: list[dict[str, object]] = field(default_factory=list)
+    saves: list[Saved] = field(default_factory=list)
     last_event_at: float | None = None  # clock value of the latest progress event
     gaps: list[float] = field(default_factory=list)  # seconds between consecutive progress events (latest 50)
     _pending: str = ""
     _last_seen: tuple[int, float] | None = None
     _bar: int | None = None
+    saving: SaveWatch | None = None  # checkpoint saves in flight, when openpi's save rule is known (`saves.py`)
 
     def _event(self, now: float) -> None:
         if self.last_event_at is not None:
@@ -51,7 +66,9 @@ class Progress:
     def _line(self, line: str) -> None:
         saved = SAVED_LINE.search(line)
         if saved:
-            self.saves.append({"step": int(saved["step"]), "path": saved["path"]})
+            self.saves.append(Saved(int(saved["step"]), saved["path"]))
+            if self.saving is not None:
+                self.saving.saved(int(saved["step"]), self.clock(), self.step_time)
             self._event(self.clock())
             self._last_seen = None  # the next gap includes the checkpoint write: not a step time
             return
@@ -59,11 +76,15 @@ class Progress:
         if bar and int(bar["done"]) != self._bar:
             self._bar = int(bar["done"])
             self._event(self.clock())
+            if self.saving is not None:
+                self.saving.position(self._bar, self.clock(), before_save=False)
         match = STEP_LINE.search(line)
         if not match:
             return
         step, now = int(match["step"]), self.clock()
         self._event(now)
+        if self.saving is not None:
+            self.saving.position(step + 1, now, before_save=True)  # openpi logs step N, then saves step N+1
         if self.first_step_at is None:
             self.first_step_at = now
         if self._last_seen is not None and step > self._last_seen[0]:
@@ -81,10 +102,35 @@ class Progress:
         """Median seconds per step over the latest logged intervals that contain no checkpoint write."""
         return statistics.median(self.step_times) if self.step_times else None
 
+    @property
+    def step_reached(self) -> int | None:
+        """The last step this run reached: its newest logged step or saved checkpoint, whichever is later (a run
+        that logged step 40 and then saved step 50 reached 50); None when its output showed neither."""
+        steps = [save.step for save in self.saves]
+        if self.last_step is not None:
+            steps.append(self.last_step)
+        return max(steps, default=None)
+
+    def summary(self, node_rank: int, log_dir: str) -> Text:
+        """What this run's output showed, in words: the step reached, the last loss and the checkpoints saved; on
+        a node whose output showed no progress at all, that node 0's log has it (workers never see any)."""
+        reached = self.step_reached
+        if reached is None and node_rank != 0:
+            return M("progress-not-seen", rank=node_rank, folder=log_dir)
+        if reached is None:
+            return M("progress-none")
+        saves = ", ".join(str(save.step) for save in self.saves) or M("no-saves")
+        if self.last_loss is None or self.last_step is None:
+            return M("progress-reached", step=reached, saves=saves)
+        if self.last_step == reached:
+            return M("progress-reached-loss", step=reached, loss=self.last_loss, saves=saves)
+        return M("progress-reached-logged", step=reached, loss=self.last_loss, logged=self.last_step, saves=saves)
+
     def to_json(self) -> dict[str, object]:
         return {
             "last_step": self.last_step,
             "last_loss": self.last_loss,
+            "last_step_reached": self.step_reached,
             "step_time_s": round(self.step_time, 4) if self.step_time is not None else None,
-            "checkpoints_saved": list(self.saves),
+            "checkpoints_saved": [{"step": save.step, "path": save.path} for save in self.saves],
         }

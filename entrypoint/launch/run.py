@@ -26,12 +26,14 @@ from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
-from entrypoint.inspect.resume import set_aside
+from entrypoint.inspect.resume import ResumeAction, set_aside
 from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord, process_age_s
+from entrypoint.launch.rendezvous_wait import wait_for_master
+from entrypoint.launch.restarts import Attempts
 from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
 from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import MemlockIntent, Plan, build_plan
@@ -67,6 +69,8 @@ class OutcomeClass(StrEnum):
     TRAINING_CRASHED = "training-crashed"
     KILLED = "killed"  # a signal ended the job
     STALLED = "stalled"  # the stall watchdog ended it
+    ALREADY_FINISHED = "already-finished"  # the experiment had reached its last save: nothing was started
+    DO_NOT_REQUEUE = "do-not-requeue"  # in-job restarts cannot help (budget spent, no progress, same exception)
 
 
 def outcome_class(code: int, signalled: bool) -> OutcomeClass:
@@ -157,6 +161,9 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         misspecified = plan.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
         return _ended_early(record, plan.exit_code, failed_as)
+    if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
+        say(out, lang, "already-finished", step=plan.resume.step)
+        return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
     say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
@@ -166,6 +173,13 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if taco.finding is not None and taco.finding.status is Status.FAIL:
         health_summary([taco.finding], M("taco-heading").en, lang, out)
         return _ended_early(record, taco.finding.exit_code, OutcomeClass.PREFLIGHT_FAILED)
+    if launch.wait_for_master is not None:  # a worker node: node 0 must answer before any torchrun starts here
+        with record.phase("master"):
+            master = wait_for_master(launch.wait_for_master, out, lang)
+        record.data["master"] = master.to_json()
+        if master.finding is not None:
+            health_summary([master.finding], M("master-heading").en, lang, out)
+            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     env = taco.env
     if launch.preflight is not PreflightMode.OFF:
         from entrypoint.launch.preflight import run_preflight, table
@@ -201,6 +215,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         plan.settings.stall_action,
         launch.files.stacks,
         lang,
+        Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank),
     )
     try:
         with record.phase("training"):
@@ -248,12 +263,16 @@ def _report(
         if code == ExitCode.STALLED:
             cause = M("stalled-root-cause", silent=supervisor.stall["silent_s"]).en
             outcome.update({"class": OutcomeClass.STALLED.value, "root_cause": cause})
+    if supervisor.attempts is not None and supervisor.attempts.attempts:
+        record.data["attempts"] = supervisor.attempts.to_json()
+    if supervisor.gave_up is not None:
+        outcome.update({"class": OutcomeClass.DO_NOT_REQUEUE.value, "verdict": supervisor.gave_up.value})
     record.data["outcome"] = outcome
     taco_outcome = taco.outcome(taco_reader.close(), plan.topology.node_rank)
     record.data["taco"] = {**taco.to_json(), "outcome": taco_outcome.to_json()}
     record.write()
-    saves = ", ".join(str(s["step"]) for s in progress.saves) or M("no-saves")
-    say(out, lang, "training-ended", code=code, step=progress.last_step, loss=progress.last_loss, saves=saves)
+    done = progress.summary(plan.topology.node_rank, str(plan.settings.path("log_dir")))
+    say(out, lang, "training-ended", code=code, progress=done)
     line(out, lang, taco_outcome.message)
     if cause:
         say(out, lang, "root-cause", cause=cause)

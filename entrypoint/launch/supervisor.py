@@ -1,6 +1,7 @@
 """Supervising torchrun: relay its output to the console and the node log, forward signals, enforce the grace
-period, and act on a stall. torchrun runs in its own session so that after a signal and the grace period the whole
-process tree can be killed; the exit code is training's own, or 128+N when the job was ended by signal N.
+period, act on a stall, follow torchrun's in-job restarts (`restarts.py`). torchrun runs in its own session so that
+after a signal and the grace period the whole process tree can be killed; the exit code is training's own, 128+N
+when the job was ended by signal N, 124 after a stall with no restart left, 93 when restarting cannot help.
 
 Secrets: the launcher's own lines are masked as text (`core.masking.mask_text`); training's output is relayed byte
 for byte except that the secret values this run hands to torchrun (secret flags' values, secret-named variables,
@@ -27,12 +28,15 @@ from entrypoint.core.masking import StreamMask, mask_text, remember, secrets_in
 from entrypoint.core.messages import Lang
 from entrypoint.core.settings import StallAction
 from entrypoint.launch.failure import OutputTail
+from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
 from entrypoint.launch.processes import ProcessTree
+from entrypoint.launch.restarts import Attempt, Attempts, Cause, Verdict
 from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod, Watchdog, diagnose, summary_lines, write_stacks
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 BANNER = "!" * 100
+PEER_CHECK_S = 2.0  # how often the shared log folder is read for a peer's newer attempt
 
 
 class StartFailed(Exception):
@@ -115,15 +119,23 @@ class Supervisor:
         stall_action: StallAction = StallAction.FAIL,
         stacks_path: Path | None = None,
         lang: Lang | str = Lang.BOTH,
+        attempts: Attempts | None = None,
     ) -> None:
         self.command, self.cwd, self.env = command, cwd, dict(env)
         self.out, self.readers, self.grace, self.lang = out, readers, grace, lang
         self.watchdog, self.tail, self.stall_action, self.stacks_path = watchdog, tail, stall_action, stacks_path
         self.stall: dict[str, object] | None = None
+        self.stall_ended: bool = False  # the stall ended the job (no restart left)
+        self.attempts = attempts
+        self.gave_up: Verdict | None = None  # restarting cannot help: the job ends with DO_NOT_REQUEUE
+        self._announce: Attempt | None = None  # a restart whose line waits for its attempt's facts
+        self._peer_check_at = 0.0
         self.signalled: int | None = None
         self.kill_deadline: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.tree: ProcessTree | None = None
+        if attempts is not None:
+            self.readers = [*readers, attempts]
         remember(secrets_in(command, env))  # from here on masked in every line, log and record of this process
         self.mask = StreamMask()
 
@@ -173,8 +185,10 @@ class Supervisor:
                     code = self.proc.wait(timeout=0.5)
                     break
                 except subprocess.TimeoutExpired:
-                    self.tree.refresh()
-                    stalled = self.watchdog.check() if self.watchdog is not None else None
+                    current = self.tree.refresh()
+                    if self.attempts is not None and self.gave_up is None:
+                        self._follow_attempts(frozenset(p.pid for p in current if p.ppid == self.tree.root))
+                    stalled = self._check_stall()
                     if stalled is not None:
                         self._on_stall(*stalled)
                     if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
@@ -190,9 +204,90 @@ class Supervisor:
                 signal.signal(sig, handler)
         if self.signalled is not None:
             return 128 + self.signalled
-        if self.stall is not None and self.stall_action is StallAction.FAIL:
+        if self.stall_ended:
             return ExitCode.STALLED
+        if self.gave_up is None and code != 0 and self.attempts is not None and self.attempts.max_restarts > 0:
+            last = self.attempts.current
+            if last is not None:
+                self.attempts.ended(last, time.monotonic())
+                verdict = self.attempts.verdict()
+                if verdict is not Verdict.RETRY:
+                    self._give_up(verdict)
+        if self.gave_up is not None:
+            return ExitCode.DO_NOT_REQUEUE
         return 128 - code if code < 0 else code
+
+    def _follow_attempts(self, workers: frozenset[int]) -> None:
+        """A new attempt of the worker group: judge the one that ended, then announce the restart (once its
+        workers have recorded it) or end the job when another attempt cannot help."""
+        assert self.attempts is not None and self.tree is not None
+        started = self.attempts.observe(workers)
+        if started is not None and started.number > 0:
+            if self.watchdog is not None:
+                self.watchdog.started_at = started.started_at  # the start-up allowance again, for this attempt
+            verdict = self.attempts.verdict()
+            if verdict is not Verdict.RETRY:
+                self._give_up(verdict)
+                self.tree.kill()
+                return
+            self._announce = started
+        attempt = self.attempts.current
+        now = time.monotonic()
+        if attempt is not None and attempt.cause is None and now >= self._peer_check_at:
+            self._peer_check_at = now + PEER_CHECK_S
+            newer = self.attempts.peer_ahead()
+            if newer is not None:  # a peer restarted while this node's workers run on: restart them too
+                self.attempts.stalled(newer, Cause.PEER_RESTARTED)
+                self._end_workers(abort=False)
+        pending = self._announce
+        if pending is not None and (
+            self.attempts.read_facts(pending) is not None or time.monotonic() - pending.started_at > 10
+        ):
+            self._announce = None
+            self._say_restart(pending)
+
+    def _say_restart(self, started: Attempt) -> None:
+        assert self.attempts is not None
+        ended = self.attempts.attempts[started.number - 1]
+        step = self.attempts.resumed_step(started)
+        detected = ended.detected_at if ended.detected_at is not None else started.started_at
+        say(
+            self.out,
+            self.lang,
+            "restart",
+            n=started.number,
+            max=self.attempts.max_restarts,
+            cause=ended.cause.value if ended.cause else "?",
+            delay=f"{started.started_at - detected:.1f}",
+            resume=M("restart-resume-step", step=step) if step is not None else M("restart-resume-fresh"),
+        )
+
+    def _give_up(self, verdict: Verdict) -> None:
+        assert self.attempts is not None
+        self.gave_up = verdict
+        self.out.write(f"\n{BANNER}\n")
+        line(self.out, self.lang, self.attempts.verdict_text(verdict, int(ExitCode.DO_NOT_REQUEUE)))
+        self.out.write(BANNER + "\n")
+
+    def _check_stall(self) -> tuple[float, float] | None:
+        """The watchdog's verdict; after a restart, until this attempt's first progress event, the start-up
+        allowance counted from the restart instead (the model is built again)."""
+        if self.watchdog is None:
+            return None
+        attempt = self.attempts.current if self.attempts is not None else None
+        if attempt is not None and attempt.cause is not None:
+            return None  # its workers are being ended already
+        if (
+            attempt is None
+            or attempt.number == 0
+            or attempt.event_before is None  # no progress seen on this node yet: the watchdog counts from the restart
+            or self.watchdog.progress.last_event_at != attempt.event_before
+        ):
+            return self.watchdog.check()
+        silent = time.monotonic() - attempt.started_at
+        if silent <= self.watchdog.startup:
+            return None
+        return silent, float(self.watchdog.startup)
 
     def _on_stall(self, silent: float, limit: float) -> None:
         """Warn loudly, diagnose without stopping anything, then (action fail) end the job."""
@@ -214,6 +309,9 @@ class Supervisor:
             say(self.out, self.lang, "stall-warn-only")
             self.out.write(BANNER + "\n")
             return
+        if self.attempts is not None and self.attempts.restarts_left > 0:
+            self._restart_after_stall(silent, limit, diagnosis)
+            return
         if not diagnosis.stacks:
             # No py-spy: faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack on SIGABRT; the job ends
             # anyway.
@@ -224,9 +322,31 @@ class Supervisor:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
         self.stall = self._stall_record(silent, limit, diagnosis)
+        self.stall_ended = True
         say(self.out, self.lang, "stall-ending", code=int(ExitCode.STALLED))
         self.out.write(BANNER + "\n")
         self.tree.kill()
+
+    def _restart_after_stall(self, silent: float, limit: float, diagnosis: Diagnosis) -> None:
+        """Restarts are left: end this node's workers (never torchrun), so that its agent restarts the group; the
+        peers' collectives then fail and their agents restart too. Without py-spy stacks, SIGABRT makes
+        faulthandler print every rank's stack first."""
+        assert self.attempts is not None and self.tree is not None
+        self.stall = self._stall_record(silent, limit, diagnosis)
+        self.attempts.stalled(f"{silent:.0f} s without progress (limit {limit:.0f} s)")
+        say(self.out, self.lang, "stall-restarting", left=self.attempts.restarts_left)
+        self.out.write(BANNER + "\n")
+        self._end_workers(abort=not diagnosis.stacks)
+
+    def _end_workers(self, abort: bool) -> None:
+        """SIGKILL every process below torchrun (or SIGABRT its workers, for faulthandler's stacks): its agent sees
+        the group fail and restarts it."""
+        assert self.tree is not None
+        for proc in self.tree.refresh():
+            if abort and proc.ppid != self.tree.root:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGABRT if abort else signal.SIGKILL)
 
     def _stall_record(self, silent: float, limit: float, diagnosis: Diagnosis) -> dict[str, object]:
         """The start-up record's `stall`."""

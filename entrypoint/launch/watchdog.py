@@ -2,15 +2,20 @@
 after hours) becomes a fast, diagnosed failure instead of GPUs held for hours.
 
 Progress events come from the trainer's output (`progress.py`). Until the first event the limit is
-`stall_startup_timeout` (30 minutes: model load, compilation, data loader start); after it, `stall_timeout` when
-set, otherwise the larger of 10 minutes and 20x the usual gap between events (covers checkpoint writes). On a
-stall: a loud warning with the last output lines, then a diagnosis (each local process's Python stack via py-spy,
-without stopping it; which ranks sit in a collective; data-loader worker states; GPU utilisation when nvidia-smi
-is there), then, unless `stall_action` is warn, the node ends with exit code 124 so the platform ends the job.
+`stall_startup_timeout` (30 minutes: model load, compilation, data loader start), and so it stays until a few gaps
+between events have been seen; after that, `stall_timeout` when set, otherwise the larger of 2 minutes and 5x the
+usual gap between events. While a checkpoint save may be running (`saves.py`: openpi announces only its end), the
+limit is at least 3x the longest save seen so far, and 15 minutes before the first save was measured (the
+automatic limit only: a fixed `stall_timeout` is the user's word). On a stall: a loud warning with the last output
+lines, then a diagnosis (each local process's Python stack via py-spy, without stopping it; each worker's global
+rank from its environment; which ranks sit in a collective; data-loader worker states; GPU utilisation when
+nvidia-smi is there), then, unless `stall_action` is warn, the node ends with exit code 124 so the platform ends
+the job. `culprit.py` compares the nodes' diagnoses and names the rank that differs.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -24,8 +29,10 @@ from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.processes import PROC, ProcessTree
 from entrypoint.launch.progress import Progress
 
-FLOOR_S = 600.0
-GAP_FACTOR = 20
+FLOOR_S = 120.0
+GAP_FACTOR = 5
+SAVE_FACTOR = 3  # while a save runs: 3x the longest save seen so far
+FIRST_SAVE_S = 900.0  # while the first save runs, nothing measured yet: 21 GB (pi05) at 25 MB/s
 COLLECTIVE_FRAMES = (
     "all_reduce",
     "allreduce",
@@ -40,6 +47,8 @@ COLLECTIVE_FRAMES = (
 )
 DATALOADER_FRAMES = ("_worker_loop", "dataloader", "DataLoader")
 PYSPY_TIMEOUT_S = 30
+ENVIRON_LIMIT = 1 << 20  # bytes of /proc/<pid>/environ read (the kernel caps a process's environment lower)
+_FRAME = re.compile(r"^\s+(?P<function>\S.*?) \((?P<file>[^()]*?)(?::\d+)?\)\s*$")
 NVIDIA_SMI_TIMEOUT_S = 15
 
 
@@ -50,9 +59,16 @@ def stall_limit(setting: int | None, startup: int, progress: Progress) -> float 
     if progress.last_event_at is None:
         return float(startup)
     if setting:
-        return float(setting)
-    gap = progress.typical_gap()
-    return max(FLOOR_S, GAP_FACTOR * gap) if gap is not None else max(FLOOR_S, float(startup))
+        limit = float(setting)
+    else:
+        gap = progress.typical_gap()
+        limit = max(FLOOR_S, GAP_FACTOR * gap) if gap is not None else max(FLOOR_S, float(startup))
+    saving = progress.saving
+    if saving is None or saving.started_at is None:
+        return limit
+    if saving.longest is not None:
+        return max(limit, SAVE_FACTOR * saving.longest)
+    return limit if setting else max(limit, FIRST_SAVE_S)
 
 
 @dataclass
@@ -94,6 +110,38 @@ def _wchan(pid: int) -> str:
         return (PROC / str(pid) / "wchan").read_text().strip()
     except OSError:
         return ""
+
+
+def global_rank(pid: int) -> int | None:
+    """The `RANK` torchrun gave worker `pid`, read from its environment (what the node really runs, whatever
+    rendezvous assigned it); None when unreadable."""
+    try:
+        with open(PROC / str(pid) / "environ", "rb") as handle:
+            raw = handle.read(ENVIRON_LIMIT)
+    except OSError:
+        return None
+    for entry in raw.split(b"\0"):
+        if entry.startswith(b"RANK="):
+            value = entry[5:].decode(errors="replace")
+            return int(value) if value.isdigit() and len(value) < 10 else None
+    return None
+
+
+def main_frames(stack: str) -> tuple[str, ...]:
+    """The main thread's frames in a py-spy dump, innermost first, as `function (file)` without line numbers: two
+    ranks waiting in the same place give the same tuple."""
+    frames: list[str] = []
+    in_main = False
+    for text in stack.splitlines():
+        if text.startswith("Thread "):
+            if frames:
+                break
+            in_main = "MainThread" in text or not frames
+            continue
+        match = _FRAME.match(text) if in_main else None
+        if match:
+            frames.append(f"{match['function']} ({match['file']})")
+    return tuple(frames)
 
 
 def py_spy_dump(pid: int) -> str | None:
@@ -175,11 +223,13 @@ class Diagnosis:
     in_collective: list[int]
     in_dataloader: list[int]
     gpu: str | None
+    ranks: dict[int, int] = field(default_factory=dict)  # pid -> global rank, for the workers whose RANK was read
 
     def to_json(self) -> dict[str, object]:
         """The record's form: the stacks go to their own file and the node log."""
         return {
             "method": self.method.value,
+            "ranks": {str(pid): rank for pid, rank in self.ranks.items()},
             "processes": [p.to_json() for p in self.processes],
             "in_collective": self.in_collective,
             "in_dataloader": self.in_dataloader,
@@ -193,6 +243,7 @@ def diagnose(tree: ProcessTree) -> Diagnosis:
     stacks: dict[str, str] = {}
     in_collective: list[int] = []
     in_dataloader: list[int] = []
+    ranks: dict[int, int] = {}
     for proc in tree.refresh():
         entry = ProcessReport(
             proc.pid,
@@ -203,6 +254,9 @@ def diagnose(tree: ProcessTree) -> Diagnosis:
             _cmdline(proc.pid)[:200],
         )
         report.append(entry)
+        rank = global_rank(proc.pid) if entry.role is Role.RANK else None
+        if rank is not None:
+            ranks[proc.pid] = rank
         stack = py_spy_dump(proc.pid) if "python" in proc.name or "python" in entry.cmdline else None
         if stack:
             stacks[str(proc.pid)] = stack
@@ -211,7 +265,7 @@ def diagnose(tree: ProcessTree) -> Diagnosis:
             if any(frame in stack for frame in DATALOADER_FRAMES):
                 in_dataloader.append(proc.pid)
     method = DiagnosisMethod.PY_SPY if stacks else DiagnosisMethod.NONE
-    return Diagnosis(method, report, stacks, in_collective, in_dataloader, gpu_utilisation())
+    return Diagnosis(method, report, stacks, in_collective, in_dataloader, gpu_utilisation(), ranks)
 
 
 def summary_lines(diagnosis: Diagnosis) -> list[Text]:

@@ -25,6 +25,8 @@ the error and the checks that need no connection live in `net.source`.
 Beyond `fetch`, for large files (`vla-entrypoint fetch-assets`):
 - `probe(url, options)` asks for one byte (`Range: bytes=0-0`) and reports the size, whether the server honours
   ranges, and the validator (ETag or Last-Modified) that later range requests send as `If-Range`.
+- `head_size(url, timeout_s)` asks once with HEAD for the size (`--dry-run`): no retry, and every failure is an
+  answer (`HeadAnswer`: the size, or why it is unknown); `head_sizes` asks for several at once within one timeout.
 - `OrderedStream` yields a URL's bytes `[start, size)` in order, with the same timeouts and retries: several
   range requests of `segment_bytes` in parallel when the server allows it, never more than `window` segments held
   in memory; otherwise one stream which, when a retry finds a server that cannot resume, discards the bytes it
@@ -51,6 +53,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Protocol, TextIO, TypeAlias
 
@@ -510,6 +513,94 @@ def probe(
     )
     transfer.run(clock(), sleep, io.BytesIO())
     return Remote(source, transfer.total, transfer.status == 206, transfer.validator)
+
+
+class SizeUnknown(StrEnum):
+    """Why a HEAD request did not tell a size."""
+
+    NO_ANSWER = "no-answer"  # silent past the timeout
+    UNREACHABLE = "unreachable"  # the name does not resolve, the connection is refused (offline)
+    HTTP = "http"  # an error status
+    NO_LENGTH = "no-length"  # answered without a usable Content-Length
+    NOT_A_FILE = "not-a-file"  # a local source that is not a regular file
+
+
+@dataclass(frozen=True)
+class HeadAnswer:
+    """What one HEAD request learnt: the size, or why it is unknown (`status`: the HTTP error's code; `reason`: the
+    system's words for an unreachable source)."""
+
+    size: int | None
+    unknown: SizeUnknown | None = None
+    status: int | None = None
+    reason: str | None = None
+
+
+class _HeadRedirect(_NoDowngrade):
+    """Follow redirects as HEAD requests (urllib turns a redirected request into a GET, which would download)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            new.method = req.get_method()
+        return new
+
+
+def head_size(source: str, timeout_s: float, allow_http: bool = False) -> HeadAnswer:
+    """The size of `source` from one HEAD request (no retry; connect and answer each within `timeout_s`), or of a
+    local file from its stat. Raises `DownloadError` only for a source the policy refuses (`check_scheme`);
+    everything the network does becomes an answer."""
+    check_scheme(source, allow_http)
+    path = local_path(source)
+    if path is not None:
+        try:
+            return HeadAnswer(path.stat().st_size) if path.is_file() else HeadAnswer(None, SizeUnknown.NOT_A_FILE)
+        except OSError:
+            return HeadAnswer(None, SizeUnknown.NOT_A_FILE)
+    request = urllib.request.Request(
+        source, method="HEAD", headers={"User-Agent": "vla-entrypoint", "Accept-Encoding": "identity"}
+    )
+    try:
+        with urllib.request.build_opener(_HeadRedirect(allow_http)).open(request, timeout=timeout_s) as response:
+            length = response.headers.get("Content-Length", "")
+    except urllib.error.HTTPError as error:
+        return HeadAnswer(None, SizeUnknown.HTTP, error.code)
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, DownloadError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, TimeoutError):
+            return HeadAnswer(None, SizeUnknown.NO_ANSWER)
+        return HeadAnswer(None, SizeUnknown.UNREACHABLE, reason=str(reason)[:200])
+    if length.isascii() and length.isdigit() and len(length) < 19:
+        return HeadAnswer(int(length))
+    return HeadAnswer(None, SizeUnknown.NO_LENGTH)
+
+
+def head_sizes(sources: list[str], timeout_s: float, allow_http: bool = False) -> dict[str, HeadAnswer]:
+    """`head_size` of every source at once, all answered within about `timeout_s` however slow name resolution
+    is (urllib's timeout does not cover it): a source still unanswered then is `NO_ANSWER`. Raises
+    `DownloadError` for a source the policy refuses, before any request."""
+    for source in sources:
+        check_scheme(source, allow_http)
+    answers: dict[str, HeadAnswer] = {}
+
+    def ask(source: str) -> None:
+        answers[source] = head_size(source, timeout_s, allow_http)
+
+    threads = [threading.Thread(target=ask, args=(source,), daemon=True) for source in dict.fromkeys(sources)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout_s + 0.5  # the grace lets an answer that came at the timeout be read
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return {source: answers.get(source, HeadAnswer(None, SizeUnknown.NO_ANSWER)) for source in sources}
 
 
 class _Segment:

@@ -18,7 +18,7 @@ from pathlib import Path
 from scripts.benchlib import assets, image, machine, plot, startup, taco
 from scripts.benchlib import fixtures as fx
 from scripts.benchlib import markdown as md
-from scripts.benchlib.machine import REPO
+from scripts.benchlib.machine import REPO, refuse_uncommitted
 from scripts.benchlib.stats import Summary, ratio, seconds, size, spread
 
 SECTIONS = ("startup", "assets", "image", "taco")  # run by default: all; taco only writes once its hook returns a body
@@ -82,7 +82,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--keep-work", action="store_true", help="keep the temp folder (trees, staged scripts, build context)"
     )
+    p.add_argument(
+        "--allow-uncommitted",
+        action="store_true",
+        help="write docs/benchmarks.md although the measured code has uncommitted changes (trial runs only)",
+    )
     args = p.parse_args(argv)
+    if args.out.resolve() == (REPO / "docs" / "benchmarks.md").resolve():
+        refuse_uncommitted(args.out, args.allow_uncommitted)
     args.sections = [s.strip() for s in args.only.split(",")] if args.only else list(SECTIONS)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:

@@ -80,25 +80,30 @@ def filesystem(path: Path) -> str:
     return " on ".join(line[-1].split()) if len(line) >= 2 else "unknown"
 
 
+MEASURED_PATHS = ("entrypoint", "Dockerfile", "pyproject.toml")  # what a benchmark's figures depend on
+
+
+def uncommitted_changes() -> bool:
+    """True when the measured code (MEASURED_PATHS) differs from HEAD."""
+    status = ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", *MEASURED_PATHS]
+    return bool(out(status))
+
+
 def git_revision() -> str:
     rev = out(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
     if not rev:
         return "unknown"
-    dirty = out(
-        [
-            "git",
-            "-C",
-            str(REPO),
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            "entrypoint",
-            "Dockerfile",
-            "pyproject.toml",
-        ]
-    )
+    dirty = uncommitted_changes()
     return rev + (" + uncommitted changes in entrypoint/, Dockerfile or pyproject.toml" if dirty else "")
+
+
+def refuse_uncommitted(target: Path, allowed: bool) -> None:
+    """Exit 2 before measuring when figures for `target` would describe code that no commit holds."""
+    if uncommitted_changes() and not allowed:
+        raise SystemExit(
+            f"refusing to write {target}: entrypoint/, Dockerfile or pyproject.toml have uncommitted changes, so the "
+            "figures would describe code no commit holds; commit first, or pass --allow-uncommitted for a trial run"
+        )
 
 
 def docker_facts() -> dict[str, str]:

@@ -71,3 +71,8 @@ def update_file(path: Path, sections: Mapping[str, str], placeholders: Mapping[s
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(update(old, sections, placeholders), encoding="utf-8")
+
+
+def write_section(path: Path, name: str, body: str) -> None:
+    """Replace (or append) the one section `name` of the Markdown file at `path`, leaving every other line."""
+    update_file(path, {name: body})

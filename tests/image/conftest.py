@@ -58,7 +58,9 @@ def built_image(docker_client) -> str:
     start = time.monotonic()
     subprocess.run([str(REPO / "scripts" / "build-standin-base")], cwd=REPO, check=True)
     base_done = time.monotonic()
-    subprocess.run(["docker", "buildx", "bake", "--progress", "plain", "openpi-standin"], cwd=REPO, check=True)
+    subprocess.run(
+        [str(REPO / "scripts" / "build-image"), "--progress", "plain", "openpi-standin"], cwd=REPO, check=True
+    )
     print(f"\nstand-in base ready in {base_done - start:.1f}s; image built in {time.monotonic() - base_done:.1f}s")
     return IMAGE
 

@@ -42,6 +42,7 @@ SLOW_JOB = {
     "VLA_SAVE_INTERVAL": "2",
     "VLA_LOG_INTERVAL": "1",
     "STANDIN_STEP_SECONDS": "0.3",
+    "VLA_MAX_RESTARTS": "0",  # these tests are about ending; restarts are tests/image/test_restarts.py's
 }
 
 

@@ -49,6 +49,9 @@ def test_image_metadata_and_size(docker_client, built_image):
     for key in ("title", "version", "revision", "source", "created", "base.name"):
         assert labels[f"org.opencontainers.image.{key}"]
     assert labels["org.opencontainers.image.base.name"] == STANDIN_BASE
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert labels["org.opencontainers.image.revision"].removesuffix("-dirty") == head.stdout.strip()
+    assert labels["org.opencontainers.image.created"].startswith("20")  # the commit's ISO 8601 time, not "unknown"
     added = image.attrs["Size"] - base.attrs["Size"]
     layers = [layer for layer in image.history() if layer["Size"]][: len(image.history()) - len(base.history())]
     package = next(

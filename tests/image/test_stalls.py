@@ -20,6 +20,7 @@ def stalled_run(client, image, cfs, fault: str, **extra: str):
         "VLA_NUM_TRAIN_STEPS": "20",
         "VLA_LOG_INTERVAL": "1",
         "STANDIN_FAULT": fault,
+        "VLA_MAX_RESTARTS": "0",  # restarts are tests/image/test_restarts.py's
     }
     env = tione_env(per_node=2, **(settings | extra))
     result = run_container(client, image, env=env, mounts={str(cfs): CFS_IN_CONTAINER}, timeout=180)

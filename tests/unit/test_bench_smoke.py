@@ -3,11 +3,15 @@ outside Docker and asset verification on a tiny tree) into a temp file. The Dock
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from scripts.benchlib import machine
 from scripts.benchlib import markdown as md
 from scripts.benchlib.stats import summarize
 
@@ -52,3 +56,13 @@ def test_quick_run_without_docker(tmp_path: Path) -> None:
     for row in ("(a) ours", "(b) seed", "(c) floor", "pip install of the wheel", "phase: plan", "floor: `find TREE"):
         assert row in text, row
     assert "Outside Docker" in text and "In Docker" not in text
+
+
+@pytest.mark.parametrize("script", ["scripts.bench_assets", "scripts.bench_check"])
+def test_figures_of_uncommitted_code_are_not_written(script: str, tmp_path: Path, monkeypatch) -> None:
+    """docs/benchmarks.md must name a revision that holds the measured code: a dirty tree is refused up front."""
+    monkeypatch.setattr(machine, "uncommitted_changes", lambda: True)
+    target = tmp_path / "benchmarks.md"
+    with pytest.raises(SystemExit, match=r"uncommitted changes.*commit first"):
+        importlib.import_module(script).main(["--write", str(target)])
+    assert not target.exists()

@@ -212,7 +212,8 @@ def test_overwrite_on_two_nodes_at_once_moves_the_old_experiment_aside_once(worl
     (world.experiment / "old-run.txt").write_text("the old run")
     env = {"VLA_OVERWRITE": "1"}
     node0 = Child(world, ("run",), {**world.tione(nodes=2, per_node=8, rank=0), **env})
-    node1 = Child(world, ("run",), {**world.tione(nodes=2, per_node=8, rank=1), **env})
+    # node 0's stand-in torchrun opens no port: node 1 must not wait for it (test_master_wait.py covers the wait)
+    node1 = Child(world, ("run",), {**world.tione(nodes=2, per_node=8, rank=1), **env, "VLA_MASTER_WAIT_TIMEOUT": "0"})
     (code0, out0), (code1, out1) = node0.finish(), node1.finish()
     assert (code0, code1) == (0, 0), (out0[-2000:], out1[-2000:])
     moved = sorted(world.experiment.parent.glob(f"{world.experiment.name}.old-*"))

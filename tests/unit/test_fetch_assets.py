@@ -29,7 +29,7 @@ from entrypoint.fetch import unpack, workspace
 from entrypoint.fetch.progress import Progress
 from entrypoint.fetch.unpack import ArchiveError, ArchiveFormat, ArchiveReader, StdlibDecoder, make_decoder
 from entrypoint.fetch.workspace import STATE_DIR
-from entrypoint.net.download import DownloadOptions, OrderedStream, ResumableSha256, probe
+from entrypoint.net.download import DownloadOptions, OrderedStream, ResumableSha256, human_bytes, probe
 from tests.support.httpserver import closed_port_url, serve
 from tests.support.synthetic import RELEASE_FILES, make_assets_tree, make_release
 from tests.unit.conftest import Result
@@ -48,6 +48,7 @@ FAST = (
     "65536",
     "--persist-every",
     "0",
+    "--create-root",  # each test starts from a fresh folder; a missing root without the flag is test_fetch_root.py's
 )
 
 
@@ -491,8 +492,10 @@ def test_dry_run_and_help(release, tmp_path):
     root = tmp_path / "assets"
     with serve(release.base) as server:
         result = fetch(root, "--base-url", server.url, "--dry-run", lang="both")
-        assert result.code == 0 and server.requests == [] and not root.exists()
+        assert result.code == 0 and not root.exists()
+        assert sorted(r.method for r in server.requests) == ["HEAD"] * 4  # sizes asked, nothing downloaded
     assert result.out.count("not present: will be fetched") == 4 and result.out.count("不存在:将下载") == 4
+    assert f"size {human_bytes(release.files['weights'].stat().st_size)}" in result.out
     usage = io.StringIO()
     with contextlib.redirect_stdout(usage):
         assert main(["fetch-assets", "--help"]) == 0
@@ -504,6 +507,7 @@ def test_dry_run_and_help(release, tmp_path):
         "--only",
         "--skip",
         "--dry-run",
+        "--create-root",
         "--force",
     ):
         assert flag in usage.getvalue()

@@ -80,7 +80,9 @@ def single_node_cpu(world: World, baked: Path) -> dict[str, str]:
 
 
 def tione_worker(world: World, baked: Path) -> dict[str, str]:
-    return world.tione(nodes=2, per_node=8, rank=1) | {"PET_NNODES": "2", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    no_node_0 = {"VLA_MASTER_WAIT_TIMEOUT": "0"}  # no node 0 runs here (test_master_wait.py covers the wait)
+    visible = {"PET_NNODES": "2", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    return world.tione(nodes=2, per_node=8, rank=1) | visible | no_node_0
 
 
 def preflight_first(world: World, baked: Path) -> dict[str, str]:

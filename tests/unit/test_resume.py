@@ -77,10 +77,55 @@ def test_leftovers_are_listed_in_each_language(world):
     assert finding.message.zh.endswith(":tmp_75, 50(缺少 optimizer.pt)")
 
 
-def test_finished_experiment_warns(world):
+@pytest.mark.parametrize(
+    "steps, interval, newest, action",
+    [
+        (50, 25, 50, "finished"),  # the seed: saves 25, 49, 50
+        (50, 25, 49, "resume"),  # one step left, and openpi saves it at 50
+        (50, 25, 25, "resume"),
+        (51, 25, 50, "finished"),  # the last save of 51 steps is 50 (N - 1): step 51 would never be saved
+        (30, 25, 29, "finished"),  # 30 is no multiple of 25: the last save is 29
+        (30, 10, 29, "resume"),  # 30 is a multiple of 10: step 30 is still to be saved
+        (40, 25, 60, "finished"),  # an earlier, longer run of the same experiment
+    ],
+)
+def test_an_experiment_at_its_last_save_is_finished(world, steps, interval, newest, action):
+    make_checkpoint(world.experiment, newest)
+    decision = decide(world, VLA_NUM_TRAIN_STEPS=str(steps), VLA_SAVE_INTERVAL=str(interval))
+    assert (decision.action, decision.step, decision.to_json()["action"]) == (action, newest, action)
+
+
+def test_finished_is_exactly_where_openpi_would_save_nothing_more():
+    """The rule against openpi's loop itself: a resume from `newest` is finished iff it would save no checkpoint."""
+    for steps in range(1, 30):
+        for interval in range(1, 8):
+            for newest in range(0, steps + 2):
+                assert (save_count(steps, interval, newest) == 0) == (openpi_saves(steps, interval, newest) == [])
+
+
+def test_a_finished_experiment_is_one_warning_naming_the_step_and_the_way_on(world):
+    make_checkpoint(world.experiment, 25)
     make_checkpoint(world.experiment, 50)
+    (finding,) = [f for f in decide(world).findings if f.id == "resume"]
+    assert finding.status == "warn" and finding.exit_code == 3 and finding.where.endswith("/50")
+    assert finding.message.en.startswith("already trained to step 50: with num_train_steps=50 and save_interval=25")
+    assert finding.message.zh.startswith("已训练到第 50 步")
+    assert "VLA_NUM_TRAIN_STEPS" in finding.hint.en and "VLA_OVERWRITE=1" in finding.hint.zh
+
+
+def test_a_finished_experiment_sets_nothing_aside(world):
+    """Nothing is started, so nothing is moved: an incomplete folder above the last save stays where it is."""
+    make_checkpoint(world.experiment, 50)
+    make_checkpoint(world.experiment, 75, missing="optimizer.pt")
     decision = decide(world)
-    assert "resume.finished" in [f.id for f in decision.findings]
+    assert decision.action is ResumeAction.FINISHED and decision.set_aside == () and set_aside(decision) == []
+    assert (world.experiment / "75").is_dir() and decision.leftovers == ("75 (missing optimizer.pt)",)
+
+
+def test_overwrite_starts_a_finished_experiment_again(world):
+    make_checkpoint(world.experiment, 50)
+    decision = decide(world, VLA_OVERWRITE="1")
+    assert decision.action is ResumeAction.OVERWRITE and decision.set_aside == (world.experiment,)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The stall watchdog: limits derived from progress, fires once per silence, ends a stuck job with 124."""
+"""The stall watchdog: limits derived from progress (max(2 min, 5x the usual gap)), fires once per silence, ends a
+stuck job with 124."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def progress_with_gaps(clock: Clock, gaps: list[float]) -> Progress:
         (None, None, STARTUP),
         (None, [5.0, 5.0], STARTUP),  # too few gaps seen to judge
         (None, [5.0, 5.0, 5.0], FLOOR_S),
-        (None, [60.0, 60.0, 60.0, 60.0], 1200.0),
+        (None, [60.0, 60.0, 60.0, 60.0], 300.0),
     ],
     ids=["off", "fixed-before-first-step", "fixed", "before-first-step", "few-gaps", "floor", "slow-steps"],
 )

@@ -28,6 +28,9 @@ STANDIN_SAVE_SECONDS sleeps inside each checkpoint write (a slow file system); S
   `hang-collective@R:S`  at step S every rank enters a barrier that rank R never joins (it sleeps forever)
   `hang-dataloader@S`    rank 0's data-loader worker blocks forever when producing the batch of step S
   `silent@S`             rank 0 stops printing at step S but keeps training (slowly: 1 s a step)
+  `raise@S`              every rank raises the same RuntimeError at step S, in every attempt
+The stalls fire in torchrun's first attempt only (TORCHELASTIC_RESTART_COUNT 0 or unset), as a transient fault
+would, so that an in-job restart can get past them; `raise` repeats identically, as a bug in the trainer does.
 STANDIN_USE_JAX=1 runs a JAX op in rank 0's data path at step 1, as openpi's transforms do, and logs JAX's backend
 and this process's GPU memory (from nvidia-smi), to show what JAX_PLATFORMS does to GPU memory.
 Batches come from a torch DataLoader with `--num-workers` worker processes, as in openpi. The progress bar is a
@@ -284,8 +287,11 @@ def check_dataset(repo_id: str) -> None:
 
 
 def fault(kind: str) -> list[int] | None:
-    """The numbers of STANDIN_FAULT=`kind@a[:b]`, or None when that fault is not asked for."""
+    """The numbers of STANDIN_FAULT=`kind@a[:b]`, or None when that fault is not asked for (or, except `raise`,
+    when this is a restarted attempt)."""
     name, _, where = os.environ.get("STANDIN_FAULT", "").partition("@")
+    if kind != "raise" and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0"):
+        return None
     return [int(n) for n in where.split(":")] if name == kind else None
 
 
@@ -568,8 +574,10 @@ def train(config: TrainConfig) -> None:
     model.train()
     start_time = time.time()
     infos: list[tuple[float, float, float]] = []
-    hang_collective, silent = fault("hang-collective"), fault("silent")
+    hang_collective, silent, fail = fault("hang-collective"), fault("silent"), fault("raise")
     while global_step < config.num_train_steps:
+        if fail is not None and global_step == fail[0]:
+            raise RuntimeError(f"stand-in fault: the trainer's own code fails at step {global_step}")
         if hang_collective is not None and global_step == hang_collective[1]:
             if rank == hang_collective[0]:
                 _hang_forever(f"rank {rank} skips the barrier at step {global_step}")
