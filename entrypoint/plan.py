@@ -38,7 +38,7 @@ from entrypoint.fabric.inventory import Memlock
 from entrypoint.fabric.nccl_debug import DEBUG_VARIABLES, debug_env
 from entrypoint.inspect.assets import inspect_assets
 from entrypoint.inspect.batch import check_batch
-from entrypoint.inspect.environment import EnvPlan, flight_recorder_env, training_env
+from entrypoint.inspect.environment import EnvPlan, flight_recorder_env, node_datasets_cache, training_env
 from entrypoint.inspect.mounts import mount_table
 from entrypoint.inspect.openpi import TRAINER_SCRIPT, TrainerFlags
 from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, transformers_dir
@@ -656,15 +656,16 @@ def build_plan(
     topology = stated.topology(settings.device) if stated else resolve_topology(host, settings.device)
     findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings)
     findings.append(check_batch(settings.batch_size, topology))
-    assets = inspect_assets(settings, inherited)
+    assets = inspect_assets(settings, inherited, download=scope is Scope.NODE)
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
     root = check_assets_root(settings, mount_table(host), required, [*assets.findings, *resume.findings])
     findings += root.findings
     findings += check_checkpoint_storage(settings, resume.step, assets.weights_bytes, root)
-    if settings.dataset_repo_id is not None:
-        findings += check_datasets_cache(inherited, assets.dataset_bytes)
-    env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home)
+    env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home, topology.node_rank)
+    if settings.dataset_repo_id is not None:  # where the training processes will build it
+        cache_default = node_datasets_cache(settings, topology.node_rank)
+        findings += check_datasets_cache(env_plan.apply(inherited), assets.dataset_bytes, cache_default, root)
     fabric = plan_fabric(host, topology)
     findings += fabric.findings
     env_plan.set.update(fabric.env_set)

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from entrypoint.core.errors import ExitCode
 from entrypoint.core.files import (
     Ends,
     FileRefused,
@@ -36,7 +37,14 @@ from entrypoint.core.messages import Text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
-from entrypoint.inspect.openpi import NORM_STATS_FILE, TOKENIZER_RELATIVE
+from entrypoint.inspect.openpi import (
+    NORM_STATS_FEATURES,
+    NORM_STATS_FILE,
+    PLACEHOLDER_WEIGHT_PATHS,
+    TOKENIZER_RELATIVE,
+    TOKENIZER_URL,
+)
+from entrypoint.inspect.tokenizer_fetch import PROBE_TIMEOUT_S, Fetch, probe
 from entrypoint.inspect.weights import check_model_weights, orbax_checkpoint
 
 NORM_STATS_KEYS = ("state", "actions")
@@ -165,13 +173,14 @@ def _finite(value: object) -> bool:
         return False
 
 
-def check_norm_stats(path: Path) -> None:
+def check_norm_stats(path: Path) -> dict[str, int]:
     """Raise InvalidAsset unless `path` holds openpi norm stats: state/actions x mean/std/q01/q99, lists of equal
-    length, finite numbers."""
+    length, finite numbers. Returns each key's length (its dimension)."""
     data = _load_json(path)
     stats = data.get("norm_stats") if isinstance(data, dict) else None
     if not isinstance(stats, dict):
         raise InvalidAsset(M("norm-stats-no-root"))
+    dims = {}
     for key in NORM_STATS_KEYS:
         entry = stats.get(key)
         if not isinstance(entry, dict):
@@ -187,6 +196,8 @@ def check_norm_stats(path: Path) -> None:
         if len(set(lengths.values())) != 1:
             listed = ", ".join(f"{n}={v}" for n, v in lengths.items())
             raise InvalidAsset(M("norm-stats-lengths", key=key, lengths=listed))
+        dims[key] = lengths["mean"]
+    return dims
 
 
 def _is_u64(value: object) -> bool:
@@ -296,8 +307,9 @@ def _problem(path: Path, exc: InvalidAsset) -> Text:
 def check_weights(
     weights: Path, train_config: str | None = None, extra_args: Sequence[str] = ()
 ) -> tuple[list[Finding], int | None]:
-    """Check a base weights folder: config.json parses, model.safetensors is whole and, given the job's train
-    config, holds the tensors of the model it builds (not a JAX checkpoint); also return its size."""
+    """Check a base weights folder: model.safetensors is whole and, given the job's train config, holds the tensors
+    of the model it builds (not a JAX checkpoint); also return its size. config.json, which the trainer does not
+    read, is only warned about."""
     fix = M("weights-fix", weights=weights)
     if not weights.is_dir():
         missing = problem_at(weights) in (Problem.MISSING, Problem.DANGLING_LINK)
@@ -307,11 +319,14 @@ def check_weights(
         return [jax], None
     findings: list[Finding] = []
     config = weights / "config.json"
-    try:
+    try:  # openpi's trainer never reads it: a problem is worth a warning, not a refusal
         if not isinstance(_load_json(config), dict):
             raise InvalidAsset(M("file-not-json-object"))
     except InvalidAsset as exc:
-        findings.append(failed("assets.weights-config", _problem(config, exc), exc.fix or fix, str(config)))
+        what = M("weights-config-unused", path=config, problem=exc.text)
+        findings.append(
+            warned("assets.weights-config", what, exc.fix or M("weights-config-fix", weights=weights), str(config))
+        )
     model = weights / "model.safetensors"
     try:
         size, header = read_safetensors(model)
@@ -329,11 +344,51 @@ def check_weights(
 def _check_norm_stats(settings: Settings, asset_id: str) -> list[Finding]:
     path = settings.path("assets_base_dir") / settings.train_config / asset_id / NORM_STATS_FILE
     try:
-        check_norm_stats(path)
+        dims = check_norm_stats(path)
     except InvalidAsset as exc:
         fix = exc.fix or M("norm-stats-fix", path=path)
         return [failed("assets.norm-stats", _problem(path, exc), fix, str(path))]
+    short = _short_dims(settings, dims)
+    if short:
+        fix = M("norm-stats-dims-fix", config=settings.train_config, path=path)
+        return [failed("assets.norm-stats", M("file-problem", path=path, problem=short), fix, str(path))]
     return [passed("assets.norm-stats", M("norm-stats-valid", path=path), str(path))]
+
+
+def _feature_dims(info_path: Path) -> dict[str, int]:
+    """The last dimension of each feature meta/info.json declares with a shape; empty when it cannot be read (the
+    dataset check says why)."""
+    try:
+        info = _load_json(info_path)
+    except InvalidAsset:
+        return {}
+    features = info.get("features") if isinstance(info, dict) else None
+    if not isinstance(features, dict):
+        return {}
+    dims = {}
+    for name, feature in features.items():
+        shape = feature.get("shape") if isinstance(feature, dict) else None
+        if isinstance(shape, list) and shape and type(shape[-1]) is int:
+            dims[name] = shape[-1]
+    return dims
+
+
+def _short_dims(settings: Settings, dims: Mapping[str, int]) -> Text | None:
+    """Why the norm stats are shorter than the dataset features the job's config normalises with them; None when
+    they are not. openpi slices the stats to the data's dimension and broadcasts: longer stats (padded to the
+    model's 32) and a single value work, anything between 1 and the data's dimension fails. None also when the
+    config's data mapping or the dataset's dimensions are not known."""
+    sources = NORM_STATS_FEATURES.get(settings.train_config)
+    if sources is None or settings.dataset_repo_id is None:
+        return None
+    info = settings.path("lerobot_home") / settings.dataset_repo_id / "meta" / "info.json"
+    data = _feature_dims(info)
+    short = []
+    for key, feature in sources.items():
+        stats, wanted = dims.get(key), data.get(feature)
+        if stats is not None and wanted is not None and 1 < stats < wanted:
+            short.append(M("norm-stats-dims-short", key=key, stats=stats, feature=feature, data=wanted))
+    return M("norm-stats-dims", short=joined(short, "; "), info=info) if short else None
 
 
 # --- LeRobot v2.x datasets -------------------------------------------------------------------------------------
@@ -745,9 +800,10 @@ def find_tokenizer(settings: Settings, env: Mapping[str, str]) -> tuple[Path | N
     return None, candidates
 
 
-def _check_tokenizer(settings: Settings, env: Mapping[str, str]) -> tuple[list[Finding], Path | None]:
-    """Staged: pass. Missing everywhere: warn (openpi downloads it). A broken file where openpi itself looks (the
-    first place): fail, since openpi would load it and crash; a broken staged copy elsewhere: warn."""
+def _check_tokenizer(settings: Settings, env: Mapping[str, str], download: bool) -> tuple[list[Finding], Path | None]:
+    """Staged: pass. Missing everywhere: warn and, with `download`, say whether openpi can download it. A broken
+    file where openpi itself looks (the first place): fail, since openpi would load it and crash; a broken staged
+    copy elsewhere: warn."""
     home, looked = find_tokenizer(settings, env)
     if home is not None:
         return [passed("assets.tokenizer", M("tokenizer-staged", home=home), str(home / TOKENIZER_RELATIVE))], home
@@ -768,12 +824,46 @@ def _check_tokenizer(settings: Settings, env: Mapping[str, str]) -> tuple[list[F
             M("tokenizer-missing", places=places),
             M("tokenizer-missing-fix", target=target),
             str(target),
-        )
+        ),
+        *([_download_finding(env, target)] if download else []),
     ], None
 
 
-def inspect_assets(settings: Settings, env: Mapping[str, str]) -> AssetReport:
-    """Run every asset check the job's settings call for."""
+def _download_finding(env: Mapping[str, str], target: Path) -> Finding:
+    """Whether openpi can fetch the tokenizer that is not staged (`assets.tokenizer-download`, a node's check): fail
+    when this Python lacks gcsfs or the storage endpoint is unreachable (the trainer would fail), warn when the
+    endpoint does not answer in time, pass when a download can start."""
+    verdict = probe(env)
+    fix = M("tokenizer-stage-fix", target=target)
+    where = str(target)
+    match verdict.state:
+        case Fetch.NO_GCSFS:
+            what = M("tokenizer-no-gcsfs", url=TOKENIZER_URL, python=sys.executable or "python3")
+            return failed("assets.tokenizer-download", what, fix, where)
+        case Fetch.UNREACHABLE:
+            what = M("tokenizer-unreachable", endpoint=verdict.endpoint, url=TOKENIZER_URL, reason=verdict.reason)
+            return failed("assets.tokenizer-download", what, fix, where)
+        case Fetch.UNKNOWN:
+            what = M("tokenizer-unknown", endpoint=verdict.endpoint, seconds=PROBE_TIMEOUT_S)
+            return warned("assets.tokenizer-download", what, fix, where)
+    return passed("assets.tokenizer-download", M("tokenizer-reachable", endpoint=verdict.endpoint), where)
+
+
+def _placeholder_weights(settings: Settings) -> list[Finding]:
+    """`weights: none` for a config whose own weight path is a placeholder: the trainer would fail loading it."""
+    placeholder = PLACEHOLDER_WEIGHT_PATHS.get(settings.train_config)
+    if placeholder is None:
+        return []
+    where = settings.where("weights")
+    what = M("weights-none-placeholder", where=where, config=settings.train_config, placeholder=placeholder)
+    example = Path(settings.assets_root) / "checkpoints" / "pi05_base_pytorch"
+    fix = M("weights-none-placeholder-fix", example=example, config=settings.train_config)
+    return [failed("assets.weights", what, fix, where, ExitCode.JOB_MISSPECIFIED)]
+
+
+def inspect_assets(settings: Settings, env: Mapping[str, str], download: bool = False) -> AssetReport:
+    """Run every asset check the job's settings call for. `download` (a training node's check): when the tokenizer
+    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`)."""
     findings: list[Finding] = []
     weights_bytes = None
     if settings.asset_id is not None:
@@ -782,10 +872,12 @@ def inspect_assets(settings: Settings, env: Mapping[str, str]) -> AssetReport:
     if weights is not None:
         found, weights_bytes = check_weights(weights, settings.train_config, settings.extra_args)
         findings += found
+    else:
+        findings += _placeholder_weights(settings)
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:
         found, complete, total = check_dataset_folder(settings.path("lerobot_home") / settings.dataset_repo_id)
         findings += found
-        found, tokenizer_home = _check_tokenizer(settings, env)
+        found, tokenizer_home = _check_tokenizer(settings, env, download)
         findings += found
     return AssetReport(tuple(findings), complete, total, weights_bytes, tokenizer_home)

@@ -8,6 +8,13 @@ No `CUDA_VISIBLE_DEVICES` is ever set.
 PyTorch's flight recorder (a ring buffer of each rank's recent collectives) is on by default
 (`flight_recorder_env`): its dumps land in this node's folder beside its log, one file per global rank, and a
 named pipe per rank lets the launcher ask a live rank for a dump when the stall watchdog fires.
+
+The `datasets` library converts every parquet file of the LeRobot dataset into Arrow files (as large as the dataset)
+under HF_DATASETS_CACHE before the first step. Its default, the container's own disk, is lost whenever TI-ONE starts
+a new container, and the real LIBERO dataset takes minutes to convert. So the cache goes to this node's folder under
+the assets root (`node_datasets_cache`), unless HF_DATASETS_CACHE is set: every later start of the same node rank,
+in any container, reuses it. One folder per node rank, because the ranks of one node share `datasets`' own file
+lock, which is not relied on between machines.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ FR_DUMP_NAMES = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")  
 FR_ON_TIMEOUT_NAMES = ("TORCH_NCCL_DUMP_ON_TIMEOUT",)  # NCCL's watchdog dumps every rank when a collective times out
 FR_PIPE_NAMES = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",)  # NCCL ranks dump when a byte reaches `<prefix><rank>.pipe`
 FR_DUMP_PREFIX = "rank_"  # torch's own analyser wants exactly `<prefix><rank>` file names
+
+DATASETS_CACHE_FOLDER = Path("cache", "datasets")  # under the assets root, one `node<rank>` folder per node rank
 
 
 @dataclass
@@ -64,13 +73,20 @@ class EnvPlan:
         return {"set": masked(self.set), "kept": masked(self.kept), "removed": sorted(self.removed)}
 
 
+def node_datasets_cache(settings: Settings, node_rank: int) -> Path:
+    """This node's datasets cache when the user set none: `<assets_root>/cache/datasets/node<rank>`."""
+    return settings.path("assets_root") / DATASETS_CACHE_FOLDER / f"node{node_rank}"
+
+
 def training_env(
     inherited: Mapping[str, str],
     settings: Settings,
     dataset_complete: bool,
     tokenizer_home: Path | None,
+    node_rank: int,
 ) -> EnvPlan:
-    """The seed's environment, adapted: offline once the dataset checked complete, no hard-coded GPU list."""
+    """The seed's environment, adapted: offline once the dataset checked complete, no hard-coded GPU list, and
+    the datasets cache in this node's folder under the assets root (`node_rank`) when training reads a dataset."""
     plan = EnvPlan()
     plan.removed = [n for n in NODE_LEVEL_VARIABLES if n in inherited]
     plan.removed += sorted(n for n in inherited if n.startswith("PET_"))
@@ -87,6 +103,7 @@ def training_env(
     }
     if settings.dataset_repo_id is not None:
         defaults["HF_LEROBOT_HOME"] = str(settings.path("lerobot_home"))
+        defaults["HF_DATASETS_CACHE"] = str(node_datasets_cache(settings, node_rank))
         if dataset_complete:
             defaults["HF_HUB_OFFLINE"] = "1"  # every file present: lerobot makes no hub call
     if tokenizer_home is not None:

@@ -173,8 +173,8 @@ MESSAGES = Catalogue(
         "scope-skip-patch": ("the transformers patch (in the image)", "transformers 补丁(位于镜像中)"),
         "scope-skip-taco": ("the TACO wheel against the node's Python", "TACO wheel 与节点 Python 的匹配"),
         "scope-skip-datasets-cache": (
-            "the node's datasets cache (HF_DATASETS_CACHE, on the node's own disk)",
-            "节点的 datasets 缓存(HF_DATASETS_CACHE,位于节点本地磁盘)",
+            "each node's datasets cache (HF_DATASETS_CACHE, a folder per node)",
+            "每个节点的 datasets 缓存(HF_DATASETS_CACHE,每个节点一个目录)",
         ),
         "scope-job-file": (
             "job file valid: {path} ({keys} taken from it)",
@@ -473,18 +473,26 @@ MESSAGES = Catalogue(
             "请把 VLA_NUM_TRAIN_STEPS 设为 VLA_SAVE_INTERVAL 的整数倍(例如 {example})。",
         ),
         "datasets-cache-fix": (
-            "Set HF_DATASETS_CACHE to a writable folder with room (e.g. under /tmp or the CFS).",
-            "请把 HF_DATASETS_CACHE 设为可写且空间充足的目录(例如 /tmp 或 CFS 下)。",
+            "Free space there, or set HF_DATASETS_CACHE (job file env: or the task's variables) to another writable "
+            "folder with room for about the dataset's size.",
+            "请清理该处空间,或把 HF_DATASETS_CACHE(任务文件 env: 或任务环境变量)设为另一个可写、"
+            "空间约等于数据集大小的目录。",
         ),
         "datasets-cache-unwritable": (
             "the datasets cache is not writable: {reason}",
             "datasets 缓存目录不可写:{reason}",
         ),
         "datasets-cache-small": (
-            "{free:.1f} GB free for the datasets cache {cache}, the dataset is {size:.1f} GB",
-            "datasets 缓存 {cache} 仅剩 {free:.1f} GB,数据集为 {size:.1f} GB",
+            "{free:.1f} GB free for the datasets cache {cache}, the dataset is {size:.1f} GB (the cache is about "
+            "as large)",
+            "datasets 缓存 {cache} 仅剩 {free:.1f} GB,数据集为 {size:.1f} GB(缓存约同样大)",
         ),
         "datasets-cache-writable": ("datasets cache writable: {cache}", "datasets 缓存可写:{cache}"),
+        "datasets-cache-node-folder": (
+            "datasets cache in this node's folder under the assets root: {cache} (a new container reuses it; it "
+            "takes about the dataset's {size:.1f} GB once built)",
+            "datasets 缓存位于资源根目录下本节点的目录:{cache}(新容器可直接复用;建成后约占数据集大小 {size:.1f} GB)",
+        ),
         # storage: which mount holds the assets root and the checkpoints (mounts.py, storage.py)
         "mount-unknown": (
             "an unknown file system (the mount table could not be read)",
@@ -704,6 +712,70 @@ MESSAGES = Catalogue(
             "请用 openpi 的脚本转换:python examples/convert_jax_model_to_pytorch.py --checkpoint_dir {checkpoint} "
             "--config_name {config} --output_path {output}(只有路径中含 'pi05' 时,脚本才按 pi05 读取检查点),"
             "然后把 VLA_WEIGHTS 设为 {output}。",
+        ),
+        # assets: what openpi's trainer itself refuses (docs/validation.md)
+        "norm-stats-dims-short": (
+            "'norm_stats.{key}' has {stats} values, the dataset's '{feature}' {data}",
+            "'norm_stats.{key}' 只有 {stats} 个值,数据集的 '{feature}' 有 {data} 维",
+        ),
+        "norm-stats-dims": (
+            "{short} ({info}): openpi's normalisation cannot broadcast stats shorter than the data, so the trainer "
+            "fails before its first step",
+            "{short}({info}):openpi 归一化时无法把短于数据的统计量广播到数据上,训练脚本会在第一步之前失败",
+        ),
+        "norm-stats-dims-fix": (
+            "Recompute the norm stats from this dataset with openpi's scripts/compute_norm_stats.py --config-name "
+            "{config} and copy the norm_stats.json it writes to {path}.",
+            "请用 openpi 的 scripts/compute_norm_stats.py --config-name {config} 基于该数据集重新计算归一化统计量,"
+            "再把生成的 norm_stats.json 复制到 {path}。",
+        ),
+        "weights-config-unused": (
+            "{path}: {problem}; openpi's trainer reads only model.safetensors, so training is not affected",
+            "{path}:{problem};openpi 训练脚本只读取 model.safetensors,训练不受影响",
+        ),
+        "weights-config-fix": (
+            "To keep the weights folder whole, copy config.json from the converted checkpoint to {weights} again.",
+            "如需保持权重目录完整,请把转换所得检查点中的 config.json 重新复制到 {weights}。",
+        ),
+        "weights-none-placeholder": (
+            "weights is 'none' ({where}), so the launcher passes no --pytorch-weight-path, but {config}'s own weight "
+            "path is the placeholder '{placeholder}': the trainer builds the model, then fails loading that path",
+            "weights 为 'none'({where}),启动器因此不传 --pytorch-weight-path;但 {config} 自带的权重路径是占位符 "
+            "'{placeholder}':训练脚本构建模型后加载该路径时失败",
+        ),
+        "weights-none-placeholder-fix": (
+            "Stage the converted base weights (config.json, model.safetensors) in a folder under the assets root, "
+            'e.g. {example}, and set weights (VLA_WEIGHTS) to it (README, "Preparing the assets"); {config} has no '
+            "random-init start through the launcher.",
+            "请把转换后的基座权重(config.json、model.safetensors)放到资源根目录下的某个目录,例如 {example},"
+            "并把 weights(VLA_WEIGHTS)设为该目录(见 README 准备资源一节);通过启动器无法让 "
+            "{config} 从随机初始化开始。",
+        ),
+        "tokenizer-no-gcsfs": (
+            "the PaliGemma tokenizer is not staged and openpi cannot download it: fetching {url} needs the gcsfs "
+            "package, which this Python ({python}) lacks; the trainer fails before its first step",
+            "PaliGemma 分词器未就位,openpi 也无法下载:获取 {url} 需要 gcsfs 包,而当前 Python({python})未安装;"
+            "训练脚本会在第一步之前失败",
+        ),
+        "tokenizer-unreachable": (
+            "the PaliGemma tokenizer is not staged and openpi cannot download it: {endpoint}, where {url} comes from, "
+            "is unreachable from this machine ({reason})",
+            "PaliGemma 分词器未就位,openpi 也无法下载:本机连不上 {url} 所在的 {endpoint}({reason})",
+        ),
+        "tokenizer-unknown": (
+            "the PaliGemma tokenizer is not staged, and whether openpi can download it is unclear: {endpoint} did "
+            "not answer within {seconds:g} s",
+            "PaliGemma 分词器未就位,openpi 能否下载尚不确定:{endpoint} 在 {seconds:g} 秒内没有应答",
+        ),
+        "tokenizer-reachable": (
+            "openpi can download the PaliGemma tokenizer from here: gcsfs is installed and {endpoint} accepts "
+            "connections",
+            "openpi 可以在本机下载 PaliGemma 分词器:已安装 gcsfs,{endpoint} 可以连接",
+        ),
+        "tokenizer-stage-fix": (
+            'Copy paligemma_tokenizer.model to {target}; the launcher then points openpi there (README, "Preparing '
+            'the assets").',
+            "请把 paligemma_tokenizer.model 复制到 {target},启动器会让 openpi 从那里读取(见 README 准备资源一节)。",
         ),
     },
 )

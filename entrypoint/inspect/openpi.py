@@ -1,4 +1,5 @@
-"""openpi's PyTorch trainer contract: its command line, checkpoint layout, save rule and log lines.
+"""openpi's PyTorch trainer contract: its command line, checkpoint layout, save rule and log lines, and what its
+train configs expect of the assets (a placeholder weight path, which dataset features the norm stats normalise).
 
 Facts from `scripts/train_pytorch.py`: the loop runs `global_step` 0..N-1, increments, then saves when
 `step % save_interval == 0` or `step == N - 1` (step >= 1), so 50 steps at interval 25 save 25, 49 and 50.
@@ -17,6 +18,19 @@ TRAINER_SCRIPT = "scripts/train_pytorch.py"
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.pt", "metadata.pt")
 NORM_STATS_FILE = "norm_stats.json"
 TOKENIZER_RELATIVE = Path("big_vision") / "paligemma_tokenizer.model"
+TOKENIZER_URL = "gs://big_vision/paligemma_tokenizer.model"  # what openpi downloads when it is not staged
+
+# Train configs whose `pytorch_weight_path` default is a placeholder, not weights: without `--pytorch-weight-path`
+# the trainer builds the model, then fails loading this path (`src/openpi/training/config.py`).
+PLACEHOLDER_WEIGHT_PATHS = {"pi05_libero": "/path/to/your/pytorch_weight_path"}
+# Train configs reading a LeRobot dataset through `LeRobotLiberoDataConfig`: which dataset feature (meta/info.json)
+# becomes each norm-stats key. `LiberoInputs` passes both through unchanged before `Normalize`, which slices the
+# stats to the data's last dimension: stats shorter than the data cannot be broadcast against it.
+_LIBERO_FEATURES = {"state": "state", "actions": "actions"}
+NORM_STATS_FEATURES = dict.fromkeys(
+    ("pi0_libero", "pi0_libero_low_mem_finetune", "pi0_fast_libero", "pi0_fast_libero_low_mem_finetune", "pi05_libero"),
+    _LIBERO_FEATURES,
+)
 
 # `step=10 loss=0.1234 lr=2.50e-05 grad_norm=1.67 time=19.1s` (grad_norm may be absent)
 STEP_LINE = re.compile(r"\bstep=(?P<step>\d+) loss=(?P<loss>[-+0-9.eE]+|nan|inf)\b(?:.*?\btime=(?P<time>[0-9.]+)s)?")

@@ -238,9 +238,17 @@ def datasets_cache_dir(env: Mapping[str, str]) -> Path:
     return home / "datasets"
 
 
-def check_datasets_cache(env: Mapping[str, str], dataset_bytes: int) -> list[Finding]:
-    """The Arrow cache needs a writable folder with about the dataset's size free (warn otherwise)."""
+def check_datasets_cache(
+    env: Mapping[str, str], dataset_bytes: int, node_folder: Path, root: RootStorage | None = None
+) -> list[Finding]:
+    """The Arrow cache where training builds it (`env`: the training processes' environment): a writable folder
+    with about the dataset's size free, since the cache is as large as the dataset (warn otherwise). The finding
+    says when the cache is `node_folder` (this node's folder under the assets root, which a new container reuses).
+    Nothing when the folder is under an unmounted assets root: that verdict is the one cause, and nothing there is
+    checked."""
     cache = datasets_cache_dir(env)
+    if root is not None and root.covers(cache):
+        return []
     reason = unwritable_reason(cache)
     fix = M("datasets-cache-fix")
     if reason is not None:
@@ -249,4 +257,8 @@ def check_datasets_cache(env: Mapping[str, str], dataset_bytes: int) -> list[Fin
     if free is not None and free < dataset_bytes:
         small = M("datasets-cache-small", free=free / GB, cache=cache, size=dataset_bytes / GB)
         return [warned("storage.datasets-cache", small, fix, str(cache))]
-    return [passed("storage.datasets-cache", M("datasets-cache-writable", cache=cache), str(cache))]
+    if os.path.abspath(cache) == os.path.abspath(node_folder):
+        what = M("datasets-cache-node-folder", cache=cache, size=dataset_bytes / GB)
+    else:
+        what = M("datasets-cache-writable", cache=cache)
+    return [passed("storage.datasets-cache", what, str(cache))]

@@ -52,8 +52,8 @@ STALL = Catalogue(
             "STALL:此处没有飞行记录器(该 torch 没有 torch.distributed.flight_recorder):按调用栈判断问题 rank",
         ),
         "fr-no-dumps": (
-            "STALL: no flight-recorder dump arrived (gloo ranks dump only on their own): culprit from stacks",
-            "STALL:未收到飞行记录器转储(gloo 进程不会应请求转储):按调用栈判断问题 rank",
+            "STALL: no flight recorder here: no rank wrote a dump (gloo ranks have no dump pipe): culprit from stacks",
+            "STALL:此处没有飞行记录器:没有 rank 写出转储(gloo 进程没有转储管道):按调用栈判断问题 rank",
         ),
         "fr-failed": (
             "STALL: torch's flight-recorder analyser failed (exit {code}: {last}); the dumps are in {folder}",
@@ -115,7 +115,8 @@ class NodeReport:
     last_step: int | None = None
     silent_s: float | None = None
     loaders: tuple[dict[str, object], ...] = ()
-    fr_dumps: str | None = None  # the node's dump prefix
+    fr_dumps: str | None = None  # the node's dump prefix, when fresh dumps arrived there
+    request: float | None = None  # the `requested_at` of node 0's request this report answers
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -128,6 +129,7 @@ class NodeReport:
             "ranks": [r.to_json() for r in self.ranks],
             "loaders": list(self.loaders),
             "flight_recorder_dumps": self.fr_dumps,
+            "answers_request": self.request,
         }
 
 
@@ -138,8 +140,9 @@ def node_report(
     silent_s: float | None,
     fr_dumps: str | None,
     clock: Callable[[], float] = time.time,
+    request: float | None = None,
 ) -> NodeReport:
-    """This node's report from its local diagnosis."""
+    """This node's report from its local diagnosis; `request`: node 0's request it answers."""
     ranks = tuple(
         RankReport(
             rank,
@@ -161,7 +164,8 @@ def node_report(
         for p in diagnosis.processes
         if p.role is Role.WORKER_CHILD
     )
-    return NodeReport(node_rank, ranks, clock(), socket.gethostname(), last_step, silent_s, loaders, fr_dumps)
+    host = socket.gethostname()
+    return NodeReport(node_rank, ranks, clock(), host, last_step, silent_s, loaders, fr_dumps, request)
 
 
 def write_json(path: Path, body: Mapping[str, object]) -> bool:
@@ -241,6 +245,7 @@ def parse_report(body: Mapping[str, object]) -> NodeReport | None:
         )
     dumps = body.get("flight_recorder_dumps")
     step = _int(body.get("last_step"))
+    answers = body.get("answers_request")
     return NodeReport(
         node,
         tuple(ranks),
@@ -250,6 +255,7 @@ def parse_report(body: Mapping[str, object]) -> NodeReport | None:
         None,
         (),
         dumps if isinstance(dumps, str) else None,
+        float(answers) if isinstance(answers, (int, float)) and not isinstance(answers, bool) else None,
     )
 
 
@@ -267,13 +273,19 @@ def gather(
     wait_s: float = GATHER_WAIT_S,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], None] = time.sleep,
+    known: Mapping[int, NodeReport] | None = None,
+    request: float | None = None,
 ) -> Gathered:
     """Node 0: every node's newest report written after `since` (epoch seconds, less a clock margin), waiting up to
-    `wait_s` for the missing ones. Files that are not reports (FIFOs, folders, huge or malformed files) are
-    skipped without blocking."""
+    `wait_s` for the missing ones. `known`: reports already in hand (node 0's own), not read back; `request`: only
+    reports answering this request count (an earlier stall's reports are older answers). Files that are not reports
+    (FIFOs, folders, huge or malformed files) are skipped without blocking."""
     deadline = clock() + wait_s
     while True:
-        reports = _scan(log_dir, exp_name, nnodes, since - CLOCK_MARGIN_S)
+        found = _scan(log_dir, exp_name, nnodes, since - CLOCK_MARGIN_S)
+        if request is not None:
+            found = {n: r for n, r in found.items() if r.request == request}
+        reports = {**found, **(known or {})}
         missing = [n for n in range(nnodes) if n not in reports]
         if not missing or clock() >= deadline:
             return Gathered(reports, missing)

@@ -227,6 +227,23 @@ MESSAGES = Catalogue(
             "them from the newest complete checkpoint",
             "剩余重启次数:{left}:结束本节点的 worker(保留 torchrun),使各节点从最新的完整检查点重启 worker",
         ),
+        "stall-restart-missing": (
+            "STALL: torchrun started no new attempt within {seconds}s after this node's workers were ended",
+            "STALL:结束本节点 worker 后 {seconds} 秒内 torchrun 没有启动新的尝试",
+        ),
+        "stall-requested": (
+            "STALL: node 0 found no training progress and asks every node for its diagnosis; this node's follows",
+            "STALL:0 号节点发现训练没有进展,请各节点提交诊断;以下是本节点的诊断",
+        ),
+        "stall-shared": (
+            "STALL: this node's diagnosis is in {path} for node 0",
+            "STALL:本节点的诊断已写入 {path},供 0 号节点读取",
+        ),
+        "stall-not-shared": (
+            "STALL: this node's diagnosis could not be written to the log folder {folder}; node 0 will name this "
+            "node as silent. Check that the folder is shared and writable.",
+            "STALL:无法把本节点的诊断写入日志目录 {folder};0 号节点会把本节点列为未提交。请检查该目录已共享且可写。",
+        ),
         "restart-budget-spent": (
             "DO NOT REQUEUE: all {restarts} in-job restarts are spent and training failed again; exit {code}. "
             "Read the attempts in the start-up record and fix the cause before starting the job again.",

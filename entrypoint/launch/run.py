@@ -27,6 +27,7 @@ from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
 from entrypoint.inspect.resume import ResumeAction, set_aside
+from entrypoint.launch import flight_recorder
 from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
@@ -34,6 +35,8 @@ from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord, process_age_s
 from entrypoint.launch.rendezvous_wait import wait_for_master
 from entrypoint.launch.restarts import Attempts
+from entrypoint.launch.saves import SaveWatch
+from entrypoint.launch.stall_exchange import Exchange
 from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
 from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import MemlockIntent, Plan, build_plan
@@ -55,6 +58,11 @@ RUN = Catalogue(
         "nccl-dir-failed": (
             "cannot create {folder} ({error}): NCCL's debug lines will be missing",
             "无法创建 {folder}({error}):将缺少 NCCL 调试日志",
+        ),
+        "fr-dir-failed": (
+            "cannot create the flight-recorder folder for {prefix} ({error}): a stall's collective traces will be "
+            "missing; check that the log folder is writable",
+            "无法为 {prefix} 创建飞行记录器目录({error}):停滞时将缺少集合通信记录;请检查日志目录可写",
         ),
     },
 )
@@ -199,23 +207,46 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         except OSError as error:  # the folder changed since the plan looked: an outcome, not a decision
             line(out, lang, RUN("nccl-dir-failed", folder=str(nccl_dir), error=error.strerror or error))
         record.data["nccl_debug"] = dict(launch.nccl_debug)
+    problem = flight_recorder.prepare(env)  # torch writes its dumps into the folder but never creates it
+    if problem is not None:
+        prefix = flight_recorder.locations(env)[0]
+        line(out, lang, RUN("fr-dir-failed", prefix=str(prefix), error=problem.strerror or problem))
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.data["process_age_at_launch_s"] = process_age_s()  # process start (python included) -> torchrun exec
     record.write()
-    progress, tail, taco_reader = Progress(), OutputTail(), SummaryReader()
+    settings = plan.settings
+    progress = Progress(saving=SaveWatch(settings.save_interval, settings.num_train_steps))
+    tail, taco_reader = OutputTail(), SummaryReader()
+    # Only node 0 watches for a stall: openpi prints progress from global rank 0 only, so a worker node's output
+    # shows none and its own watchdog would fire on every healthy run longer than the start-up allowance.
+    watchdog = (
+        Watchdog(settings.stall_timeout, settings.stall_startup_timeout, progress, time.monotonic())
+        if topo.node_rank == 0
+        else None
+    )
+    exchange = Exchange(
+        topo.node_rank,
+        topo.nnodes,
+        settings.path("log_dir"),
+        settings.exp_name,
+        launch.files.log if out.file else None,
+        env,
+        flight_recorder.training_python(launch.command[0], env),
+    )
     supervisor = Supervisor(
         launch.command,
         launch.cwd,
         env,
         out,
         [progress, tail, taco_reader],
-        plan.settings.grace_period,
-        Watchdog(plan.settings.stall_timeout, plan.settings.stall_startup_timeout, progress, time.monotonic()),
+        settings.grace_period,
+        watchdog,
         tail,
-        plan.settings.stall_action,
+        settings.stall_action,
         launch.files.stacks,
         lang,
         Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank),
+        exchange,
     )
     try:
         with record.phase("training"):
@@ -278,6 +309,8 @@ def _report(
         say(out, lang, "root-cause", cause=cause)
     if out.file is not None:
         say(out, lang, "node-files", log=str(files.log), record=str(record.path))
+    if supervisor.culprit_line is not None:  # the stall's culprit, where a reader of the last line looks
+        line(out, lang, supervisor.culprit_line)
     return code
 
 

@@ -3,6 +3,12 @@ period, act on a stall, follow torchrun's in-job restarts (`restarts.py`). torch
 after a signal and the grace period the whole process tree can be killed; the exit code is training's own, 128+N
 when the job was ended by signal N, 124 after a stall with no restart left, 93 when restarting cannot help.
 
+Stalls: node 0's watchdog detects them (a worker node is given none: its output shows no progress); node 0 asks
+the other nodes for their diagnosis and names the culprit (`stall_exchange.py`), then ends its workers when a
+restart is left (every node's agent then restarts: the peers' collectives fail, or they see node 0's newer
+attempt) or ends with 124 (the peers end as their workers fail). A worker node answers node 0's request on its
+next poll of the shared log folder.
+
 Secrets: the launcher's own lines are masked as text (`core.masking.mask_text`); training's output is relayed byte
 for byte except that the secret values this run hands to torchrun (secret flags' values, secret-named variables,
 URL passwords) are replaced by `***` wherever training echoes them (a chunk's tail that could begin one is held
@@ -25,18 +31,21 @@ from typing import BinaryIO, Protocol, TextIO
 
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.masking import StreamMask, mask_text, remember, secrets_in
-from entrypoint.core.messages import Lang
+from entrypoint.core.messages import Lang, Text
 from entrypoint.core.settings import StallAction
+from entrypoint.launch.culprit import GATHER_WAIT_S, analyser_line, culprit_lines, report_path, requested_since
 from entrypoint.launch.failure import OutputTail
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
 from entrypoint.launch.processes import ProcessTree
 from entrypoint.launch.restarts import Attempt, Attempts, Cause, Verdict
+from entrypoint.launch.stall_exchange import Exchange
 from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod, Watchdog, diagnose, summary_lines, write_stacks
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 BANNER = "!" * 100
-PEER_CHECK_S = 2.0  # how often the shared log folder is read for a peer's newer attempt
+PEER_CHECK_S = 2.0  # how often the shared log folder is read for a peer's newer attempt or node 0's stall request
+RESTART_WAIT_S = 60.0  # after a stall ended the workers: a new attempt must start by then, or the node ends (124)
 
 
 class StartFailed(Exception):
@@ -120,6 +129,7 @@ class Supervisor:
         stacks_path: Path | None = None,
         lang: Lang | str = Lang.BOTH,
         attempts: Attempts | None = None,
+        exchange: Exchange | None = None,
     ) -> None:
         self.command, self.cwd, self.env = command, cwd, dict(env)
         self.out, self.readers, self.grace, self.lang = out, readers, grace, lang
@@ -130,6 +140,13 @@ class Supervisor:
         self.gave_up: Verdict | None = None  # restarting cannot help: the job ends with DO_NOT_REQUEUE
         self._announce: Attempt | None = None  # a restart whose line waits for its attempt's facts
         self._peer_check_at = 0.0
+        self.exchange = exchange
+        self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
+        self._said_no_recorder = False
+        self._started_epoch = time.time()
+        self._request_check_at = 0.0
+        self._request_seen: float | None = None
+        self._restart_deadline: float | None = None  # a stall ended the workers: the new attempt must start by then
         self.signalled: int | None = None
         self.kill_deadline: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -188,9 +205,13 @@ class Supervisor:
                     current = self.tree.refresh()
                     if self.attempts is not None and self.gave_up is None:
                         self._follow_attempts(frozenset(p.pid for p in current if p.ppid == self.tree.root))
+                    if self.exchange is not None and self.exchange.node_rank != 0:
+                        self._answer_request()
                     stalled = self._check_stall()
                     if stalled is not None:
                         self._on_stall(*stalled)
+                    if self._restart_deadline is not None and time.monotonic() > self._restart_deadline:
+                        self._restart_missing()
                     if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
                         killed = self.tree.kill()
                         say(self.out, self.lang, "grace-over", count=len(killed))
@@ -223,8 +244,9 @@ class Supervisor:
         assert self.attempts is not None and self.tree is not None
         started = self.attempts.observe(workers)
         if started is not None and started.number > 0:
+            self._restart_deadline = None
             if self.watchdog is not None:
-                self.watchdog.started_at = started.started_at  # the start-up allowance again, for this attempt
+                self.watchdog.new_attempt(started.started_at)  # the start-up allowance again, for this attempt
             verdict = self.attempts.verdict()
             if verdict is not Verdict.RETRY:
                 self._give_up(verdict)
@@ -270,32 +292,17 @@ class Supervisor:
         self.out.write(BANNER + "\n")
 
     def _check_stall(self) -> tuple[float, float] | None:
-        """The watchdog's verdict; after a restart, until this attempt's first progress event, the start-up
-        allowance counted from the restart instead (the model is built again)."""
+        """The watchdog's verdict (node 0 only); none while the current attempt's workers are being ended."""
         if self.watchdog is None:
             return None
         attempt = self.attempts.current if self.attempts is not None else None
         if attempt is not None and attempt.cause is not None:
-            return None  # its workers are being ended already
-        if (
-            attempt is None
-            or attempt.number == 0
-            or attempt.event_before is None  # no progress seen on this node yet: the watchdog counts from the restart
-            or self.watchdog.progress.last_event_at != attempt.event_before
-        ):
-            return self.watchdog.check()
-        silent = time.monotonic() - attempt.started_at
-        if silent <= self.watchdog.startup:
             return None
-        return silent, float(self.watchdog.startup)
+        return self.watchdog.check()
 
-    def _on_stall(self, silent: float, limit: float) -> None:
-        """Warn loudly, diagnose without stopping anything, then (action fail) end the job."""
-        assert self.tree is not None and self.proc is not None
-        self.out.write(f"\n{BANNER}\n")
-        say(self.out, self.lang, "stall", silent=f"{silent:.0f}", limit=f"{limit:.0f}")
-        for output in list(self.tail.lines)[-20:] if self.tail else []:
-            self.out.write(f"  | {output}\n")
+    def _diagnose(self) -> Diagnosis:
+        """Every local process's state and stack, printed and written beside the log; nothing is stopped."""
+        assert self.tree is not None
         diagnosis = diagnose(self.tree)
         for text in summary_lines(diagnosis):
             line(self.out, self.lang, text)
@@ -304,28 +311,106 @@ class Supervisor:
             self.out.write(f"{stack}\n")
         if self.stacks_path is not None and diagnosis.stacks:
             write_stacks(diagnosis, self.stacks_path)
+        return diagnosis
+
+    def _answer_request(self) -> None:
+        """A worker node: when node 0 has asked for every node's diagnosis since the last answer, diagnose, dump
+        and write this node's report (training goes on; node 0 decides)."""
+        assert self.exchange is not None
+        now = time.monotonic()
+        if now < self._request_check_at:
+            return
+        self._request_check_at = now + PEER_CHECK_S
+        exchange = self.exchange
+        at = requested_since(exchange.log_dir, exchange.exp_name, self._started_epoch)
+        if at is None or at == self._request_seen:
+            return
+        self._request_seen = at
+        self.out.write(f"\n{BANNER}\n")
+        say(self.out, self.lang, "stall-requested")
+        diagnosis = self._diagnose()
+        shared = exchange.share(diagnosis, None, None, at)
+        if shared.written and exchange.node_log is not None:
+            say(self.out, self.lang, "stall-shared", path=str(report_path(exchange.node_log)))
+        else:
+            say(self.out, self.lang, "stall-not-shared", folder=str(exchange.log_dir))
+        self.out.write(BANNER + "\n")
+        self.stall = {
+            "requested_at": at,
+            "diagnosis": diagnosis.to_json(),
+            "stacks_file": str(self.stacks_path) if self.stacks_path and diagnosis.stacks else None,
+            "flight_recorder": {"asked": shared.asked, "dumps": shared.dumped},
+        }
+
+    def _name_culprit(self, diagnosis: Diagnosis, silent: float, request: float | None) -> dict[str, object]:
+        """Node 0: share its own diagnosis, read every node's, name the culprit; the record's additions."""
+        assert self.exchange is not None
+        last_step = self.watchdog.progress.last_step if self.watchdog is not None else None
+        shared = self.exchange.share(diagnosis, last_step, silent, request)
+        verdict = self.exchange.verdict(shared.report, request)
+        folder = str(verdict.folder or self.exchange.log_dir)
+        note = analyser_line(verdict.analyser, folder)
+        if note is not None and (verdict.analyser is not None or not self._said_no_recorder):
+            line(self.out, self.lang, note)
+        self._said_no_recorder = self._said_no_recorder or verdict.analyser is None
+        lines = culprit_lines(verdict.culprit, GATHER_WAIT_S, str(self.exchange.log_dir))
+        for text in lines:
+            line(self.out, self.lang, text)
+        self.culprit_line = lines[-1]
+        return {
+            "culprit": verdict.culprit.to_json(),
+            "flight_recorder": {"asked": shared.asked, **verdict.flight_recorder_json()},
+        }
+
+    def _on_stall(self, silent: float, limit: float) -> None:
+        """Warn loudly, ask the other nodes for their diagnosis, diagnose without stopping anything, name the
+        culprit; then (action fail) restart the workers while restarts are left, else end the job."""
+        assert self.tree is not None and self.proc is not None
+        self.out.write(f"\n{BANNER}\n")
+        say(self.out, self.lang, "stall", silent=f"{silent:.0f}", limit=f"{limit:.0f}")
+        for output in list(self.tail.lines)[-20:] if self.tail else []:
+            self.out.write(f"  | {output}\n")
+        request = self.exchange.ask_others() if self.exchange is not None else None
+        diagnosis = self._diagnose()
+        found = self._name_culprit(diagnosis, silent, request) if self.exchange is not None else {}
         if self.stall_action is not StallAction.FAIL:
-            self.stall = self._stall_record(silent, limit, diagnosis)
+            self.stall = self._stall_record(silent, limit, diagnosis) | found
             say(self.out, self.lang, "stall-warn-only")
             self.out.write(BANNER + "\n")
             return
-        if self.attempts is not None and self.attempts.restarts_left > 0:
+        workers = [p for p in self.tree.refresh() if p.ppid == self.tree.root]
+        if self.attempts is not None and self.attempts.restarts_left > 0 and workers:
             self._restart_after_stall(silent, limit, diagnosis)
+            self.stall = (self.stall or {}) | found
             return
         if not diagnosis.stacks:
             # No py-spy: faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack on SIGABRT; the job ends
             # anyway.
-            for proc in self.tree.alive():
-                if proc.ppid == self.tree.root:
+            ranks = [proc for proc in self.tree.alive() if proc.ppid == self.tree.root]
+            for proc in ranks:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(proc.pid, signal.SIGABRT)
-            diagnosis.method = DiagnosisMethod.FAULTHANDLER
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)
-        self.stall = self._stall_record(silent, limit, diagnosis)
+            if ranks:  # their stacks reach the output as they die
+                diagnosis.method = DiagnosisMethod.FAULTHANDLER
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=10)
+        self.stall = self._stall_record(silent, limit, diagnosis) | found
+        self._end_stalled()
+
+    def _end_stalled(self) -> None:
+        """End the node with 124 after a stall: the platform ends the job (the peers' workers fail with it)."""
+        assert self.tree is not None
         self.stall_ended = True
         say(self.out, self.lang, "stall-ending", code=int(ExitCode.STALLED))
         self.out.write(BANNER + "\n")
         self.tree.kill()
+
+    def _restart_missing(self) -> None:
+        """A stall ended the workers but torchrun started no new attempt in time: end the node as without restarts."""
+        self._restart_deadline = None
+        self.out.write(f"\n{BANNER}\n")
+        say(self.out, self.lang, "stall-restart-missing", seconds=f"{RESTART_WAIT_S:.0f}")
+        self._end_stalled()
 
     def _restart_after_stall(self, silent: float, limit: float, diagnosis: Diagnosis) -> None:
         """Restarts are left: end this node's workers (never torchrun), so that its agent restarts the group; the
@@ -337,6 +422,7 @@ class Supervisor:
         say(self.out, self.lang, "stall-restarting", left=self.attempts.restarts_left)
         self.out.write(BANNER + "\n")
         self._end_workers(abort=not diagnosis.stacks)
+        self._restart_deadline = time.monotonic() + RESTART_WAIT_S
 
     def _end_workers(self, abort: bool) -> None:
         """SIGKILL every process below torchrun (or SIGABRT its workers, for faulthandler's stacks): its agent sees

@@ -6,11 +6,15 @@ Progress events come from the trainer's output (`progress.py`). Until the first 
 between events have been seen; after that, `stall_timeout` when set, otherwise the larger of 2 minutes and 5x the
 usual gap between events. While a checkpoint save may be running (`saves.py`: openpi announces only its end), the
 limit is at least 3x the longest save seen so far, and 15 minutes before the first save was measured (the
-automatic limit only: a fixed `stall_timeout` is the user's word). On a stall: a loud warning with the last output
-lines, then a diagnosis (each local process's Python stack via py-spy, without stopping it; each worker's global
-rank from its environment; which ranks sit in a collective; data-loader worker states; GPU utilisation when
-nvidia-smi is there), then, unless `stall_action` is warn, the node ends with exit code 124 so the platform ends
-the job. `culprit.py` compares the nodes' diagnoses and names the rank that differs.
+automatic limit only: a fixed `stall_timeout` is the user's word). After an in-job restart the start-up allowance
+applies again until the new attempt's first progress event (`Watchdog.new_attempt`).
+
+Only node 0 watches: openpi prints progress from global rank 0 only, so a worker node's silence means nothing. On a
+stall: a loud warning with the last output lines, then a diagnosis (each local process's Python stack via py-spy,
+without stopping it; each worker's global rank from its environment; which ranks sit in a collective; data-loader
+worker states; GPU utilisation when nvidia-smi is there), shared with the other nodes' (`stall_exchange.py`,
+`culprit.py` names the rank that differs); then, unless `stall_action` is warn, an in-job restart while restarts
+are left, else exit code 124 so the platform ends the job.
 """
 
 from __future__ import annotations
@@ -73,7 +77,8 @@ def stall_limit(setting: int | None, startup: int, progress: Progress) -> float 
 
 @dataclass
 class Watchdog:
-    """Reports a stall once per silence: after it fires it re-arms only when progress resumes."""
+    """Reports a stall once per silence: after it fires it re-arms only when progress resumes. Runs on node 0
+    only: openpi prints progress from global rank 0, so a worker node's output never shows any."""
 
     setting: int | None
     startup: int
@@ -82,13 +87,25 @@ class Watchdog:
     clock: Callable[[], float] = time.monotonic
     fired_at_event: float | None = field(default=None, init=False)
     fired: bool = field(default=False, init=False)
+    _restarted: bool = field(default=False, init=False)
+    _event_before: float | None = field(default=None, init=False)  # the ended attempt's last progress event
+
+    def new_attempt(self, now: float) -> None:
+        """A restarted attempt began at `now`: until its first progress event the limit is the start-up allowance
+        again, counted from `now` (the model is built again), and the watchdog is armed afresh."""
+        self.started_at, self._restarted, self._event_before = now, True, self.progress.last_event_at
+        self.fired, self.fired_at_event = False, None
 
     def check(self) -> tuple[float, float] | None:
         """(seconds without progress, the limit) when the limit has just been exceeded, else None."""
-        limit = stall_limit(self.setting, self.startup, self.progress)
+        if self._restarted and self.progress.last_event_at == self._event_before:  # no progress since the restart
+            limit = None if self.setting == 0 else float(self.startup)
+            last = self.started_at
+        else:
+            limit = stall_limit(self.setting, self.startup, self.progress)
+            last = self.progress.last_event_at if self.progress.last_event_at is not None else self.started_at
         if limit is None:
             return None
-        last = self.progress.last_event_at if self.progress.last_event_at is not None else self.started_at
         if self.fired and self.fired_at_event == self.progress.last_event_at:
             return None
         silent = self.clock() - last

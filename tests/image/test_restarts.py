@@ -91,9 +91,19 @@ def test_rank_hung_in_a_collective_is_restarted_after_the_stall_bound(sandbox, c
     node0, node1 = two_nodes(sandbox, cfs, **JOB, STANDIN_FAULT="hang-collective@3:12")
     node0.wait_for(r"step=11 loss", timeout=240)
     fault_at = time.monotonic()  # rank 3 never joins the barrier before step 12
+    node0.wait_for(r"STALL: no training progress", timeout=60)
+    detected_at = time.monotonic()
+    node0.wait_for(r"STALL: culprit rank", timeout=60)
+    named_after = time.monotonic() - detected_at
     record = finished_after_restart(cfs, node0, node1, fault_at, "rank 3 hung in a barrier")
+    print(f"stall seen {detected_at - fault_at:.1f}s after the fault; culprit named {named_after:.1f}s after that")
     assert record["attempts"][0]["cause"] == "stall"
     assert record["stall"]["limit_s"] == STALL_BOUND_S
+    culprit = record["stall"]["culprit"]
+    assert (culprit["ranks"], culprit["nodes"], culprit["missing_nodes"]) == ([3], [1], []), culprit
+    assert "STALL: node 0 found no training progress" in node1.output  # node 1 sent its diagnosis
+    assert "STALL: culprit rank(s) 3 on node(s) 1" in "\n".join(node0.output.rstrip().splitlines()[-2:])
+    assert node0.output.count("no flight recorder here") == 1  # gloo on torch 2.6: said once, stacks decide
 
 
 def test_the_same_trainer_exception_twice_ends_fast_with_do_not_requeue(sandbox, cfs):

@@ -116,7 +116,10 @@ def test_tokenizer_missing_is_a_warning_with_the_path(world):
 
 def test_fake_data_configs_skip_dataset_and_weights(world):
     report = inspect_assets(
-        settings_for(world, VLA_DATASET_REPO_ID="none", VLA_ASSET_ID="none", VLA_WEIGHTS="none"), world.env
+        settings_for(
+            world, VLA_TRAIN_CONFIG="debug_pi05", VLA_DATASET_REPO_ID="none", VLA_ASSET_ID="none", VLA_WEIGHTS="none"
+        ),
+        world.env,
     )
     assert report.findings == ()
 

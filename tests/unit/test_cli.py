@@ -43,7 +43,11 @@ def test_plan_json_for_node_1_of_2x8(world):
         "--master_port",
         "23456",
     ]
-    assert command[11:15] == ["--rdzv_conf", "timeout=600", "scripts/train_pytorch.py", "pi05_libero"]
+    # in-job restarts (by design): torchrun restarts the workers, each starting through the attempt shim
+    attempts = plan["launch"]["attempts"]
+    assert command[11:13] == ["--rdzv_conf", "timeout=600"]
+    assert command[13:19] == ["--max_restarts", "3", "-m", "entrypoint.launch.attempt", "--facts", attempts]
+    assert command[19:21] == ["scripts/train_pytorch.py", "pi05_libero"]
     for flag, value in (
         ("--exp-name", "pi05_libero_pytorch"),
         ("--batch-size", "256"),
@@ -84,7 +88,9 @@ def test_resume_flag_is_passed_when_a_complete_step_exists(world):
 
 def test_user_set_environment_is_kept(world):
     plan = json.loads(world.cli("plan", "--json", env={"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": ""}).out)
-    assert plan["env"]["kept"] == {"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": ""}
+    kept = plan["env"]["kept"]
+    assert kept.pop("HF_DATASETS_CACHE") == str(world.root / "hf-datasets")  # the world's own choice, kept too
+    assert kept == {"OMP_NUM_THREADS": "4", "JAX_PLATFORMS": ""}
     assert "OMP_NUM_THREADS" not in plan["env"]["set"] and "JAX_PLATFORMS" not in plan["env"]["set"]
 
 
