@@ -222,10 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=21, help="warm repetitions (default 21)")
     parser.add_argument("--cold-runs", type=int, default=7, help="cold repetitions (default 7; 0: warm only)")
     parser.add_argument("--episodes", type=int, default=1693, help="episode files in the tree (default 1693)")
-    parser.add_argument("--write", type=Path, help="put the section into this Markdown file")
-    parser.add_argument(
-        "--allow-uncommitted", action="store_true", help="write figures of uncommitted code (trial runs only)"
-    )
+    md.add_write_options(parser)
     args = parser.parse_args(argv)
     if args.write:
         refuse_uncommitted(args.write, args.allow_uncommitted)

@@ -347,10 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=21, help="runs of each way (default 21)")
     parser.add_argument("--episodes", type=int, default=1693, help="episode files in the tree (default 1693)")
     parser.add_argument("--rev", help="measure this committed revision (git archive) instead of the working tree")
-    parser.add_argument("--write", type=Path, help="put the section into this Markdown file")
-    parser.add_argument(
-        "--allow-uncommitted", action="store_true", help="write figures of uncommitted code (trial runs only)"
-    )
+    md.add_write_options(parser)
     args = parser.parse_args(argv)
     if args.write and args.rev is None:
         refuse_uncommitted(args.write, args.allow_uncommitted)

@@ -129,10 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15, help="`run` start-ups of each way (default 15)")
     parser.add_argument("--calls", type=int, default=200, help="in-process wait calls per address (default 200)")
-    parser.add_argument("--write", type=Path, help="put the section into this Markdown file")
-    parser.add_argument(
-        "--allow-uncommitted", action="store_true", help="write figures of uncommitted code (trial runs only)"
-    )
+    md.add_write_options(parser)
     args = parser.parse_args(argv)
     if args.write:
         refuse_uncommitted(args.write, args.allow_uncommitted)

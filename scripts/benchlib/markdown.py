@@ -8,6 +8,7 @@ GPU sections, written by others) are inserted only when their markers are absent
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -76,3 +77,11 @@ def update_file(path: Path, sections: Mapping[str, str], placeholders: Mapping[s
 def write_section(path: Path, name: str, body: str) -> None:
     """Replace (or append) the one section `name` of the Markdown file at `path`, leaving every other line."""
     update_file(path, {name: body})
+
+
+def add_write_options(parser: argparse.ArgumentParser) -> None:
+    """`--write FILE` and `--allow-uncommitted`, as every section-owning benchmark script takes them."""
+    parser.add_argument("--write", type=Path, help="put the section into this Markdown file")
+    parser.add_argument(
+        "--allow-uncommitted", action="store_true", help="write figures of uncommitted code (trial runs only)"
+    )
