@@ -15,8 +15,6 @@ of none.
 from __future__ import annotations
 
 import importlib.util
-import socket
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -68,6 +66,9 @@ def gcsfs_present() -> bool:
 
 def _lookup(host: str, port: int) -> list[tuple[int, tuple[str, int]]] | str | None:
     """Addresses for host:port; the error text when the name does not resolve; None when no answer in time."""
+    import socket  # only when a tokenizer is missing: `check`'s start-up imports no networking
+    import threading
+
     answer: list[list[tuple[int, tuple[str, int]]] | str] = []
 
     def resolve() -> None:
@@ -99,6 +100,8 @@ def probe(env: Mapping[str, str]) -> FetchVerdict:
     if not found:
         return FetchVerdict(Fetch.UNREACHABLE, where, "no address")
     family, address = found[0]
+    import socket
+
     try:
         with socket.socket(family, socket.SOCK_STREAM) as connection:
             connection.settimeout(PROBE_TIMEOUT_S)

@@ -21,8 +21,6 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from entrypoint.core.files import Problem, problem_at
@@ -31,7 +29,7 @@ from entrypoint.core.messages import Text
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
 
-SIGNATURES: Traversable = files("entrypoint.inspect") / "data"
+SIGNATURES = Path(__file__).parent / "data"  # package data, installed as plain files beside the module
 SIGNATURE_SUFFIX = ".signature.json.gz"
 SIGNATURE_FORMAT = 1
 SIGNATURE_LIMIT = 4 << 20  # a signature is tens of kilobytes; this bounds what a wrong package costs
@@ -245,7 +243,7 @@ def parse_signature(data: bytes) -> Signature:
 
 
 @cache
-def shipped_signatures(folder: Traversable = SIGNATURES) -> tuple[Signature, ...]:
+def shipped_signatures(folder: Path = SIGNATURES) -> tuple[Signature, ...]:
     """Every signature shipped in `folder` (none when it has none)."""
     if not folder.is_dir():
         return ()
