@@ -28,17 +28,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def gpu_env(tmp_path) -> dict[str, str]:
-    """TI-ONE's variables for one single-GPU node, the stand-in trainer, a synthetic CFS tree."""
+    """One single-GPU node described by torchrun's `PET_*` variables, the stand-in trainer, a synthetic CFS tree.
+    Not TI-ONE's variables: the tree lies in a temp folder on the machine's own disk, which a TI-ONE job refuses
+    (the storage row is missing); outside TI-ONE that is a warning."""
     assets = make_assets_tree(tmp_path / "openpi-assets", episodes=4)
     return {
         **os.environ,
-        "GPU_NUM_PER_NODE": "1",
-        "WORLD_SIZE": "1",
-        "RANK": "0",
-        "INDEX": "0",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29511",
-        "GPU_NUM": "1",
+        "PET_NNODES": "1",
+        "PET_NODE_RANK": "0",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": "29511",
         "VLA_ASSETS_ROOT": str(assets),
         "VLA_OPENPI_DIR": str(STANDIN_OPENPI),
         "VLA_TACO": "off",
