@@ -256,6 +256,12 @@ MESSAGES = Catalogue(
             "请勿重新排队:第 {a} 次与第 {b} 次尝试因训练代码中相同的异常结束:{detail};重启只会同样失败;"
             "退出码 {code}。请修正训练代码或其设置。",
         ),
+        "restart-peer-gave-up": (
+            "DO NOT REQUEUE: another node ended the job ({verdict}; {path}); this node stops its workers too, since "
+            "a new attempt would wait for ranks that are gone; exit {code}. Read that node's log for the cause.",
+            "请勿重新排队:另一个节点已结束任务({verdict};{path});本节点也停止 worker,"
+            "因为新的尝试只会等待已经不在的 rank;退出码 {code}。原因请查看该节点的日志。",
+        ),
         "restart-no-progress": (
             "DO NOT REQUEUE: attempt {n} ended at step {step} without getting past step {best} or saving a "
             "checkpoint; restarting makes no progress; exit {code}. Read the attempts in the start-up record.",

@@ -28,6 +28,8 @@ from entrypoint.launch.failure import worker_exception
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.progress import Progress
 
+GAVE_UP_FILE = "gave-up.json"  # in a node's attempts folder: that node ended the job with DO_NOT_REQUEUE
+
 TAIL_LINES = 200
 # An exception whose line names one of these is the process group's or the store's, not the trainer's own code:
 # a peer rank or node went away, or the network failed.
@@ -136,32 +138,67 @@ class Attempts:
             attempt.best_step = max(attempt.best_step or 0, self.progress.last_step)
         attempt.saves = len(self.progress.saves) - attempt.saves_before
 
-    def peer_ahead(self) -> str | None:
-        """The facts file of another node's attempt newer than this node's current one, when there is one: that
-        node's agent restarted its workers while this node's still run (a rank of theirs hung, say, so no error
-        reached them). Peers record their attempts beside this node's (`<exp>-node<r>-<stamp>.attempts/<n>.json`
-        in the shared log folder); a file counts only when it is newer than this run's own first one."""
-        attempt, own = self.current, self.facts_dir
-        if attempt is None or own is None:
-            return None
-        marker = f"-node{self.node_rank}-"
-        cut = own.name.rfind(marker)
+    def _peer_folders(self) -> tuple[list[Path], float]:
+        """Other nodes' attempt folders of this run (`<exp>-node<r>-<stamp>.attempts` beside this node's in the shared
+        log folder), and the time this node's first attempt was recorded: older peer files belong to earlier runs."""
+        own = self.facts_dir
+        if own is None:
+            return [], 0.0
+        cut = own.name.rfind(f"-node{self.node_rank}-")
+        prefix = own.name[:cut] + "-node"
         try:
             since = (own / "0.json").stat().st_mtime
             names = [e.name for e in os.scandir(own.parent) if e.name.endswith(".attempts") and e.is_dir()]
         except OSError:
-            return None
-        prefix = own.name[:cut] + "-node"
-        for name in names:
-            if not name.startswith(prefix) or name == own.name:
-                continue
-            newer = own.parent / name / f"{attempt.number + 1}.json"
+            return [], 0.0
+        return [own.parent / n for n in names if n.startswith(prefix) and n != own.name], since
+
+    def _peer_file(self, name: str) -> Path | None:
+        """The first peer folder's file `name` written during this run, if any."""
+        folders, since = self._peer_folders()
+        for folder in folders:
             try:
-                if newer.stat().st_mtime >= since:
-                    return str(newer)
+                if (folder / name).stat().st_mtime >= since:
+                    return folder / name
             except OSError:
                 continue
         return None
+
+    def peer_ahead(self) -> str | None:
+        """The facts file of another node's attempt newer than this node's current one, when there is one: that
+        node's agent restarted its workers while this node's still run (a rank of theirs hung, say, so no error
+        reached them)."""
+        attempt = self.current
+        if attempt is None:
+            return None
+        newer = self._peer_file(f"{attempt.number + 1}.json")
+        return None if newer is None else str(newer)
+
+    def record_gave_up(self, verdict: Verdict) -> None:
+        """Tell the other nodes that this node ends the job (`gave-up.json` in its attempts folder): a node that
+        judged the last failure differently (a peer's exception reached it as a collective error) must not start an
+        attempt that would wait for ranks that are gone."""
+        if self.facts_dir is None:
+            return
+        try:
+            self.facts_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.facts_dir / f".{GAVE_UP_FILE}.tmp"
+            tmp.write_text(json.dumps({"verdict": verdict.value, "node_rank": self.node_rank}), encoding="utf-8")
+            os.replace(tmp, self.facts_dir / GAVE_UP_FILE)
+        except OSError:
+            pass  # the peers still end: their workers lose this node's ranks
+
+    def peer_gave_up(self) -> tuple[str, Verdict] | None:
+        """(file, verdict) when another node of this run ended the job with a do-not-requeue verdict."""
+        found = self._peer_file(GAVE_UP_FILE)
+        if found is None:
+            return None
+        try:
+            data = json.loads(found.read_bytes()[:4096])
+            verdict = Verdict(data["verdict"]) if isinstance(data, dict) else Verdict.BUDGET_SPENT
+        except (OSError, ValueError, KeyError, TypeError):
+            verdict = Verdict.BUDGET_SPENT
+        return str(found), verdict
 
     def stalled(self, detail: str, cause: Cause = Cause.STALL) -> None:
         """The launcher ends this attempt's workers because of a stall (or a peer's newer attempt)."""

@@ -255,9 +255,16 @@ class Supervisor:
             self._announce = started
         attempt = self.attempts.current
         now = time.monotonic()
-        if attempt is not None and attempt.cause is None and now >= self._peer_check_at:
+        if attempt is not None and now >= self._peer_check_at:
             self._peer_check_at = now + PEER_CHECK_S
-            newer = self.attempts.peer_ahead()
+            peer = self.attempts.peer_gave_up()
+            if peer is not None:  # another node ended the job: an attempt here would wait for its ranks forever
+                path, verdict = peer
+                code = int(ExitCode.DO_NOT_REQUEUE)
+                self._give_up(verdict, M("restart-peer-gave-up", verdict=verdict.value, path=path, code=code))
+                self.tree.kill()
+                return
+            newer = self.attempts.peer_ahead() if attempt.cause is None else None
             if newer is not None:  # a peer restarted while this node's workers run on: restart them too
                 self.attempts.stalled(newer, Cause.PEER_RESTARTED)
                 self._end_workers(abort=False)
@@ -284,11 +291,15 @@ class Supervisor:
             resume=M("restart-resume-step", step=step) if step is not None else M("restart-resume-fresh"),
         )
 
-    def _give_up(self, verdict: Verdict) -> None:
+    def _give_up(self, verdict: Verdict, why: Text | None = None) -> None:
+        """End the job with DO_NOT_REQUEUE; say why (`why`, else this node's own verdict) and tell the peers."""
         assert self.attempts is not None
         self.gave_up = verdict
+        if why is None:
+            why = self.attempts.verdict_text(verdict, int(ExitCode.DO_NOT_REQUEUE))
+            self.attempts.record_gave_up(verdict)
         self.out.write(f"\n{BANNER}\n")
-        line(self.out, self.lang, self.attempts.verdict_text(verdict, int(ExitCode.DO_NOT_REQUEUE)))
+        line(self.out, self.lang, why)
         self.out.write(BANNER + "\n")
 
     def _check_stall(self) -> tuple[float, float] | None:
