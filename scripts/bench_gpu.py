@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.synthetic import make_assets_tree
 
@@ -56,6 +57,20 @@ def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> di
         "total_s": time.monotonic() - start,
         "output": "".join(lines),
     }
+
+
+def planned(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`plan --json` for `env`, and the environment `run` would give torchrun (NCCL's log folder created, as `run`
+    does), so that torchrun can be started bare, exactly as planned."""
+    plan = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "entrypoint", "plan", "--json"], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
+    run_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
+    if plan["launch"]["nccl_log_dir"]:
+        Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
+    return plan, run_env
 
 
 def main() -> int:
@@ -94,18 +109,7 @@ def main() -> int:
             record = json.loads(max((assets / "logs").glob(f"{name}-*.json")).read_text())
             result["own_s"] = record["process_age_at_launch_s"]
             return result
-        plan = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "entrypoint", "plan", "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
-        bare_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
-        if plan["launch"]["nccl_log_dir"]:  # the plan routes NCCL's logs there; run creates it, so do we
-            Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
+        plan, bare_env = planned(env)
         return timed(plan["command"], bare_env, cwd=plan["cwd"])
 
     ways = ("entrypoint", "bare torchrun")
@@ -133,18 +137,7 @@ def main() -> int:
         env = dict(
             base, STANDIN_USE_JAX="1", VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="4", VLA_EXP_NAME=f"jax{len(jax)}"
         )
-        plan = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "entrypoint", "plan", "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
-        run_env = {k: v for k, v in env.items() if k not in plan["env"]["removed"]} | plan["env"]["set"]
-        if plan["launch"]["nccl_log_dir"]:
-            Path(plan["launch"]["nccl_log_dir"]).mkdir(parents=True, exist_ok=True)
+        plan, run_env = planned(env)
         if extra:
             run_env.pop("JAX_PLATFORMS", None)
         output = timed(plan["command"], run_env, cwd=plan["cwd"])["output"]

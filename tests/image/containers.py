@@ -10,6 +10,7 @@ left on the CFS with the launcher's own safetensors check.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 
 from entrypoint.inspect.assets import InvalidAsset, check_safetensors
 from entrypoint.inspect.openpi import CHECKPOINT_FILES
-from tests.image.conftest import CFS_IN_CONTAINER
+from tests.image.conftest import CFS_IN_CONTAINER, tione_env
 
 EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
 SAVED = re.compile(r"Saved checkpoint at step (\d+)")
@@ -191,6 +192,23 @@ class Sandbox:
         for net in self.networks:
             with contextlib.suppress(Exception):
                 net.remove()
+
+
+def start_two_nodes(sandbox: Sandbox, cfs: Path, **extra: str) -> tuple[Node, Node]:
+    """Two TI-ONE nodes of 2 processes each on one Docker network; node 0's container name is MASTER_ADDR."""
+    network = sandbox.network()
+    master, other = sandbox.name("node0"), sandbox.name("node1")
+    nodes = []
+    for rank in (0, 1):
+        env = tione_env(nodes=2, per_node=2, rank=rank, master=master, NODE_LIST=f"{master}:2,{other}:2", **extra)
+        nodes.append(sandbox.start(f"node{rank}", env, cfs, network=network))
+    return nodes[0], nodes[1]
+
+
+def record_of(cfs: Path, rank: int) -> dict[str, Any]:
+    """Node `rank`'s start-up record of the one run in `cfs`."""
+    (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
+    return json.loads(log.with_suffix(".json").read_text())
 
 
 def checkpoint_folders(experiment: Path) -> dict[str, Path]:

@@ -11,7 +11,6 @@ optimizer.pt and metadata.pt whole) and every save the trainer announced is ther
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -24,12 +23,13 @@ import pytest
 from tests.image.conftest import CFS_IN_CONTAINER, tione_env
 from tests.image.containers import (
     EXPERIMENT,
-    Node,
     Sandbox,
     assert_checkpoints_intact,
     checkpoint_folders,
     complete_steps,
+    record_of,
     saved_steps,
+    start_two_nodes,
 )
 from tests.support.synthetic import make_assets_tree, make_checkpoint
 
@@ -51,22 +51,6 @@ def sandbox(docker_client, built_image) -> Iterator[Sandbox]:
     """Containers and networks a test starts, removed when it ends (whatever the outcome)."""
     with Sandbox(docker_client, built_image) as box:
         yield box
-
-
-def start_two_nodes(sandbox: Sandbox, cfs: Path, **extra: str) -> tuple[Node, Node]:
-    """Two TI-ONE nodes of 2 processes each on one Docker network; node 0's container name is MASTER_ADDR."""
-    network = sandbox.network()
-    master, other = sandbox.name("node0"), sandbox.name("node1")
-    nodes = []
-    for rank in (0, 1):
-        env = tione_env(nodes=2, per_node=2, rank=rank, master=master, NODE_LIST=f"{master}:2,{other}:2", **extra)
-        nodes.append(sandbox.start(f"node{rank}", env, cfs, network=network))
-    return nodes[0], nodes[1]
-
-
-def record_of(cfs: Path, rank: int) -> dict:
-    (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
-    return json.loads(log.with_suffix(".json").read_text())
 
 
 def tree_digest(root: Path) -> dict[str, str]:

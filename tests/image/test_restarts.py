@@ -7,7 +7,6 @@ Each test prints its measurement: seconds from the fault to the first training s
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -16,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.image.conftest import tione_env
-from tests.image.containers import EXPERIMENT, Node, Sandbox, assert_checkpoints_intact, saved_steps
+from tests.image.containers import (
+    EXPERIMENT,
+    Node,
+    Sandbox,
+    assert_checkpoints_intact,
+    record_of,
+    saved_steps,
+    start_two_nodes,
+)
 
 pytestmark = pytest.mark.image
 STALL_BOUND_S = 8
@@ -37,21 +44,6 @@ FIRST_RESUMED_STEP = re.compile(r"RESTART 1/2[\s\S]*?Resumed training from step 
 def sandbox(docker_client, built_image) -> Iterator[Sandbox]:
     with Sandbox(docker_client, built_image) as box:
         yield box
-
-
-def two_nodes(sandbox: Sandbox, cfs: Path, **extra: str) -> tuple[Node, Node]:
-    network = sandbox.network()
-    master, other = sandbox.name("node0"), sandbox.name("node1")
-    nodes = []
-    for rank in (0, 1):
-        env = tione_env(nodes=2, per_node=2, rank=rank, master=master, NODE_LIST=f"{master}:2,{other}:2", **extra)
-        nodes.append(sandbox.start(f"node{rank}", env, cfs, network=network))
-    return nodes[0], nodes[1]
-
-
-def record_of(cfs: Path, rank: int) -> dict:
-    (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
-    return json.loads(log.with_suffix(".json").read_text())
 
 
 def finished_after_restart(cfs: Path, node0: Node, node1: Node, fault_at: float, what: str) -> dict:
@@ -76,7 +68,7 @@ def finished_after_restart(cfs: Path, node0: Node, node1: Node, fault_at: float,
 
 
 def test_worker_killed_on_node1_is_restarted_on_every_node(sandbox, cfs):
-    node0, node1 = two_nodes(sandbox, cfs, **JOB)
+    node0, node1 = start_two_nodes(sandbox, cfs, **JOB)
     node0.wait_for(r"step=12 loss", timeout=240)
     victim = max(node1.workers())
     code, said = node1.exec(["kill", "-KILL", str(victim)])
@@ -88,7 +80,7 @@ def test_worker_killed_on_node1_is_restarted_on_every_node(sandbox, cfs):
 
 
 def test_rank_hung_in_a_collective_is_restarted_after_the_stall_bound(sandbox, cfs):
-    node0, node1 = two_nodes(sandbox, cfs, **JOB, STANDIN_FAULT="hang-collective@3:12")
+    node0, node1 = start_two_nodes(sandbox, cfs, **JOB, STANDIN_FAULT="hang-collective@3:12")
     node0.wait_for(r"step=11 loss", timeout=240)
     fault_at = time.monotonic()  # rank 3 never joins the barrier before step 12
     node0.wait_for(r"STALL: no training progress", timeout=60)
@@ -108,7 +100,7 @@ def test_rank_hung_in_a_collective_is_restarted_after_the_stall_bound(sandbox, c
 
 def test_the_same_trainer_exception_twice_ends_fast_with_do_not_requeue(sandbox, cfs):
     started = time.monotonic()
-    node0, node1 = two_nodes(sandbox, cfs, **JOB, STANDIN_FAULT="raise@3")
+    node0, node1 = start_two_nodes(sandbox, cfs, **JOB, STANDIN_FAULT="raise@3")
     codes = (node0.exit(240), node1.exit(240))
     took = max(node0.seconds_since(started), node1.seconds_since(started))
     assert codes == (93, 93), node0.output[-6000:] + node1.output[-4000:]
