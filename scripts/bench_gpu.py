@@ -6,9 +6,10 @@ with the entrypoint, odd ones with the bare torchrun: ABBA…, so whichever goes
 caches and the cooler GPU, is each way equally often), after `--warmup` discarded pairs. Reports: time from process
 start to the first logged training step, the entrypoint's own share (start to torchrun exec, from the start-up
 record), the mean step time, and the step-time ratio entrypoint / bare of each pair: its median with its spread
-(min–max and the interquartile range), and every pair with its order; plus GPU memory of a rank that touches JAX
-with and without JAX_PLATFORMS=cpu.
-    python3 -m scripts.bench_gpu --out RESULTS.md [--reps 4] [--warmup 1] [--steps 2000]   # from the repository root
+(min–max and the interquartile range), the ratio with the order cancelled per block of two pairs (ABBA) and the
+order effect itself, and every pair with its order; plus GPU memory of a rank that touches JAX with and without
+JAX_PLATFORMS=cpu.
+    python3 -m scripts.bench_gpu --out RESULTS.md [--reps 6] [--warmup 1] [--steps 2000]   # from the repository root
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import re
 import statistics
@@ -31,6 +33,7 @@ from tests.support.synthetic import make_assets_tree
 REPO = Path(__file__).resolve().parents[1]
 
 STEP = re.compile(r"\bstep=(\d+) loss=\S+ .*time=([0-9.]+)s")
+JAX_LINE = re.compile(r"stand-in: (jax backend=.*?MiB)")
 
 
 def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> dict[str, object]:
@@ -59,6 +62,14 @@ def timed(command: list[str], env: dict[str, str], cwd: str | None = None) -> di
     }
 
 
+def order_cancelled(ratios: list[float]) -> tuple[list[float], list[float]]:
+    """Per ABBA block (pair 2k entrypoint first, pair 2k+1 bare first): the entrypoint/bare ratio with a constant
+    order factor f cancelled, and f itself. If the second run of a pair is f times slower, r_AB = R / f and
+    r_BA = R · f, so R = √(r_AB · r_BA) and f = √(r_BA / r_AB)."""
+    blocks = list(zip(ratios[0::2], ratios[1::2], strict=True))
+    return [math.sqrt(ab * ba) for ab, ba in blocks], [math.sqrt(ba / ab) for ab, ba in blocks]
+
+
 def planned(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     """`plan --json` for `env`, and the environment `run` would give torchrun (NCCL's log folder created, as `run`
     does), so that torchrun can be started bare, exactly as planned."""
@@ -76,21 +87,26 @@ def planned(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--reps", type=int, default=4, help="recorded pairs; even for a balanced order (default 4)")
+    parser.add_argument(
+        "--reps", type=int, default=6, help="recorded pairs, even: blocks of two pairs in opposite order (default 6)"
+    )
     parser.add_argument("--warmup", type=int, default=1, help="discarded pairs run first (default 1)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--log-interval", type=int, default=100)
     args = parser.parse_args()
+    if args.reps < 2 or args.reps % 2:
+        parser.error("--reps must be even and at least 2: the order is cancelled per pair of pairs (ABBA)")
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
     assets = make_assets_tree(work / "assets", episodes=4)
     base = {
         **os.environ,
-        "GPU_NUM_PER_NODE": "1",
-        "WORLD_SIZE": "1",
-        "RANK": "0",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29531",
-        "GPU_NUM": "1",
+        # torchrun's PET_* variables, not TI-ONE's: the tree lies in a temp folder on the machine's own disk, which
+        # a TI-ONE job refuses (no storage row); outside TI-ONE that is a warning
+        "PET_NNODES": "1",
+        "PET_NODE_RANK": "0",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": "29531",
         "VLA_ASSETS_ROOT": str(assets),
         "VLA_TACO": "off",
         "VLA_OPENPI_DIR": str(REPO / "tests/standin/workspace/openpi"),
@@ -141,9 +157,7 @@ def main() -> int:
         if extra:
             run_env.pop("JAX_PLATFORMS", None)
         output = timed(plan["command"], run_env, cwd=plan["cwd"])["output"]
-        jax[label] = next(
-            line.split("stand-in: ")[1].strip() for line in output.splitlines() if "stand-in: jax backend=" in line
-        )
+        jax[label] = next(match[1] for match in map(JAX_LINE.search, output.splitlines()) if match)
 
     def med(values: list[float]) -> str:
         return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
@@ -158,6 +172,7 @@ def main() -> int:
 
     step_ms = {way: [statistics.mean(r["intervals"]) * 1000 for r in results] for way, results in rows.items()}
     ratios = [e / b for e, b in zip(step_ms["entrypoint"], step_ms["bare torchrun"], strict=True)]
+    cancelled, order_factor = order_cancelled(ratios)
     gpu = subprocess.run(
         ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
         capture_output=True,
@@ -179,6 +194,10 @@ def main() -> int:
         f"{spread([r['own_s'] for r in rows['entrypoint']])} | — |",
         f"| mean step time (ms) | {med(step_ms['entrypoint'])} | {med(step_ms['bare torchrun'])} |",
         f"| step-time ratio entrypoint / bare, per pair: median (spread) | {spread(ratios)} | 1 |",
+        "| step-time ratio with the order cancelled, per ABBA block √(r_AB · r_BA): median (spread) | "
+        f"{spread(cancelled)} | 1 |",
+        "| order effect: the second run of a pair relative to the first, per block √(r_BA / r_AB) | "
+        f"{spread(order_factor)} | — |",
         "",
         "| pair | order | entrypoint step (ms) | bare step (ms) | ratio |",
         "| --- | --- | --- | --- | --- |",

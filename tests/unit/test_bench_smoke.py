@@ -38,6 +38,17 @@ def test_summary_median_and_spread() -> None:
     assert s.q1 <= s.median <= s.q3
 
 
+def test_gpu_bench_cancels_a_constant_order_effect() -> None:
+    """The entrypoint 2 % slower, and whichever runs second in a pair 30 % slower: the per-pair ratios swing between
+    0.78 and 1.33, the ABBA blocks recover 1.02 and 1.30."""
+    bench_gpu = importlib.import_module("scripts.bench_gpu")
+    true_ratio, second_slower = 1.02, 1.30
+    entrypoint_first = true_ratio / second_slower  # entrypoint, then bare (which pays the order factor)
+    bare_first = true_ratio * second_slower
+    cancelled, factor = bench_gpu.order_cancelled([entrypoint_first, bare_first] * 3)
+    assert cancelled == pytest.approx([true_ratio] * 3) and factor == pytest.approx([second_slower] * 3)
+
+
 def test_quick_run_without_docker(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
