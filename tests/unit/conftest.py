@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import subprocess
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
@@ -98,6 +101,20 @@ class World:
         ):
             code = main(list(args))
         return Result(code, out.getvalue(), err.getvalue())
+
+    def spawn(self, argv: tuple[str, ...], env: Mapping[str, str]) -> subprocess.Popen[str]:
+        """`python -m entrypoint ARGV` started in the background with exactly `env` (the caller builds it from
+        the world's), in the world's folder; stdout and stderr merged, as text, stdin closed."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "entrypoint", *argv],
+            env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+        )
 
     def snapshot(self) -> dict[str, tuple[int, int]]:
         """Every path under the world (but the HOME cache) with size and mtime, to prove nothing changed."""

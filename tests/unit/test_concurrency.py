@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -36,17 +35,7 @@ class Child:
     """`python -m entrypoint ARGV` started in the background with the world's environment plus `env`."""
 
     def __init__(self, world: World, argv: tuple[str, ...], env: Mapping[str, str] | None = None) -> None:
-        full = {**world.env, **(env or {}), "PYTHONDONTWRITEBYTECODE": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "entrypoint", *argv],
-            env=full,
-            cwd=world.root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-        )
+        self.proc = world.spawn(argv, {**world.env, **(env or {})})
 
     def finish(self, limit_s: float = LIMIT_S) -> tuple[int, str]:
         try:

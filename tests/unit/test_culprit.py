@@ -39,18 +39,7 @@ from entrypoint.launch.flight_recorder import (
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.saves import SaveWatch, next_save
 from entrypoint.launch.watchdog import FIRST_SAVE_S, FLOOR_S, Watchdog, stall_limit
-
-STARTUP = 1800
-BARRIER = ("barrier (torch/distributed/distributed_c10d.py)", "main (train.py)")
-SLEEP = ("_hang_forever (train.py)", "main (train.py)")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.stall import BARRIER, SLEEP, STARTUP, Clock
 
 
 def steps(progress: Progress, clock: Clock, first: int, last: int, gap: float) -> None:

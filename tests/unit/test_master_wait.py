@@ -70,21 +70,11 @@ class Node:
             "PATH": path,
             "VLA_LANG": "en",
             "FAKE_TORCHRUN_RECORD": str(self.record_file),
-            "PYTHONDONTWRITEBYTECODE": "1",
             **env,
         }
         self.world, self.rank = world, rank
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "entrypoint", *argv],
-            env=full,
-            cwd=world.root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-        )
+        self.proc = world.spawn(argv, full)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()

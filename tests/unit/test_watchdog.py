@@ -13,19 +13,9 @@ import pytest
 from entrypoint.launch.culprit import NodeReport, RankReport, request_reports, requested_since, write_report
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.watchdog import FLOOR_S, Watchdog, stall_limit
+from tests.support.stall import BARRIER, SLEEP, STARTUP, Clock
 
-STARTUP = 1800
 EXP = "pi05_libero_pytorch"
-BARRIER = ("barrier (torch/distributed/distributed_c10d.py)", "main (train.py)")
-SLEEP = ("_hang_forever (train.py)", "main (train.py)")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def progress_with_gaps(clock: Clock, gaps: list[float]) -> Progress:
