@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -27,6 +28,7 @@ from entrypoint.core.messages import Catalogue, Text, flatten
 from entrypoint.core.settings import (
     KEYS_BY_NAME,
     NAME_MAX,
+    PathName,
     Precision,
     PreflightMode,
     Settings,
@@ -45,6 +47,7 @@ from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, trans
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
 from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
+from entrypoint.inspect.storage_probe import StorageProbe
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
 from entrypoint.taco.plan import TacoPlan, plan_taco
 
@@ -637,6 +640,13 @@ def _unknown_variable_findings(settings: Settings) -> list[Finding]:
     return findings
 
 
+def storage_paths(settings: Settings) -> list[Path]:
+    """Every folder or file of the shared storage this job touches: the assets root and each path setting."""
+    paths = [settings.path(name) for name in typing.get_args(PathName)] + [settings.experiment_dir]
+    weights = settings.path("weights")
+    return paths + ([weights] if weights is not None else [])
+
+
 def build_plan(
     host: Host,
     flags: Mapping[str, object] | None = None,
@@ -651,15 +661,24 @@ def build_plan(
     (`inspect.scope.stated_shape`), and the checks only a node can make are reported as skipped."""
     inherited = dict(host.env)
     stamp = time.strftime(STAMP_FORMAT, time.localtime(clock()))
-    settings = load_settings(inherited, flags)
+    mounts = mount_table(host)
+    probe = StorageProbe(mounts, 0)
+
+    def probe_first(root: Path, job_file: Path, timeout: int) -> None:
+        probe.timeout = timeout
+        probe.require([root, job_file])
+
+    settings = load_settings(inherited, flags, before_job_file=probe_first)
+    probe.timeout = settings.storage_timeout
+    probe.require(storage_paths(settings))
     stated = stated_shape(host, settings.device, nodes, gpus_per_node) if scope is Scope.ASSETS else None
     topology = stated.topology(settings.device) if stated else resolve_topology(host, settings.device)
-    findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings)
+    findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings) + probe.findings()
     findings.append(check_batch(settings.batch_size, topology))
     assets = inspect_assets(settings, inherited, download=scope is Scope.NODE)
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
-    root = check_assets_root(settings, mount_table(host), required, [*assets.findings, *resume.findings])
+    root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings])
     findings += root.findings
     findings += check_checkpoint_storage(settings, resume.step, assets.weights_bytes, root)
     env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home, topology.node_rank)

@@ -321,6 +321,14 @@ class Settings:
         "超时后以退出码 3 结束。0 表示不等待(由 torchrun 自行等待)",
         minimum=0,
     )
+    storage_timeout: int = setting(
+        15,
+        "seconds each shared-storage mount (CFS) may take to answer a probe before anything under it is touched; "
+        "a mount that does not answer ends the command with exit 3. Read from the variable or flag before the job "
+        "file (which lives on that storage)",
+        "每个共享存储挂载(CFS)应答探测的最长秒数,应答前不访问其下任何文件;无应答时命令以退出码 3 结束。"
+        "在读取任务文件(它就在该存储上)之前,从变量或参数读取",
+    )
     stall_timeout: int | None = setting(
         None,
         "seconds without training progress before the stall watchdog acts; unset/auto: max(2 min, 5x the usual "
@@ -749,8 +757,11 @@ def load_settings(
     env: Mapping[str, str],
     flags: Mapping[str, object] | None = None,
     extra_known_variables: tuple[str, ...] = (),
+    before_job_file: Callable[[Path, Path, int], None] | None = None,
 ) -> Settings:
-    """Resolve every key through the precedence chain. `flags` holds command-line values (None = not given)."""
+    """Resolve every key through the precedence chain. `flags` holds command-line values (None = not given).
+    `before_job_file(assets_root, job_file, storage_timeout)` is called before the user's job file is looked at
+    (it lives on the shared storage, which may have to answer a probe first)."""
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     values: dict[str, Any] = {}  # each converted by `_convert` to its field's type
     sources = {key.name: "default" for key in KEYS}
@@ -780,6 +791,15 @@ def load_settings(
     explicit = given.get("job_file") or env.get("VLA_JOB_FILE")
     variable = "--job-file" if given.get("job_file") else "VLA_JOB_FILE"
     user_file = Path(str(explicit)) if explicit else Path(str(root)) / "code" / "job.yaml"
+    if before_job_file is not None:
+        timeout_key = KEYS_BY_NAME["storage_timeout"]
+        if "storage_timeout" in given:
+            timeout = _convert(timeout_key, given["storage_timeout"], timeout_key.flag, False)
+        elif "storage_timeout" in env_values:
+            timeout = _convert(timeout_key, env_values["storage_timeout"], timeout_key.env, True)
+        else:
+            timeout = values.get("storage_timeout", timeout_key.default)
+        before_job_file(Path(str(root)), user_file, int(str(timeout)))
     user_data = _read_yaml(user_file, variable, required=bool(explicit))
     if user_data is not None:
         apply(user_data, str(user_file), False, lambda k: f"{user_file}: {k.name}")

@@ -169,6 +169,7 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     """Run `fetch-assets` with parsed `args`; raises `UserError` (exit 2/3) for the caller to print."""
+    from entrypoint.core.host import Host
     from entrypoint.core.masking import safe_url
     from entrypoint.core.messages import language
     from entrypoint.core.settings import load_settings
@@ -179,6 +180,8 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
     from entrypoint.fetch.sizes import entry_sizes
     from entrypoint.fetch.status import EntryState, inspect_entry
     from entrypoint.fetch.workspace import Workspace
+    from entrypoint.inspect.mounts import mount_table
+    from entrypoint.inspect.storage_probe import StorageProbe
     from entrypoint.net.download import human_bytes
 
     env = dict(os.environ) if env is None else dict(env)
@@ -187,13 +190,21 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
     tty = out.isatty()
     progress = Progress(out, lang, tty=tty, every_s=0.5 if tty else 10.0)
     check_numbers(args)
+    probe = StorageProbe(mount_table(Host.current(env)), 0)
+
+    def probe_first(root: Path, job_file: Path, timeout: int) -> None:
+        probe.timeout = timeout
+        probe.require([root, job_file, *([Path(args.manifest)] if args.manifest else [])])
+
+    settings = load_settings(
+        env,
+        {"assets_root": os.path.abspath(args.assets_root) if args.assets_root else None, "job_file": args.job_file},
+        before_job_file=probe_first,
+    )
     manifest = load_manifest(args.manifest, args.base_url)
     entries = select(manifest, args.only, args.skip)
     for entry in entries:
         check_source(entry.url, f"{manifest.source}: {entry.name}.url", args.allow_http)
-    settings = load_settings(
-        env, {"assets_root": os.path.abspath(args.assets_root) if args.assets_root else None, "job_file": args.job_file}
-    )
     root = Path(settings.assets_root)
     location = locate_root(settings, env)
     if not location.exists and not args.create_root and not args.dry_run:

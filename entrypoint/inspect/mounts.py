@@ -18,7 +18,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -44,6 +44,9 @@ class Mount:
     point: str
     fs_type: str
     source: str
+    options: str = field(
+        default="", compare=False
+    )  # the mount's options, then the file system's own (`rw,relatime,vers=3,hard,timeo=600`)
 
     @property
     def container_root(self) -> bool:
@@ -130,7 +133,9 @@ def parse_mountinfo(data: bytes) -> tuple[Mount, ...]:
         if len(fields) < separator + 2 or not fields[4].startswith(b"/") or not fields[separator + 1]:
             continue
         source = fields[separator + 2] if len(fields) > separator + 2 else b""
-        mounts.append(Mount(_unescape(fields[4]), _unescape(fields[separator + 1]), _unescape(source)))
+        extra = fields[separator + 3] if len(fields) > separator + 3 else b""
+        options = ",".join(_unescape(f) for f in (fields[5], extra) if f)
+        mounts.append(Mount(_unescape(fields[4]), _unescape(fields[separator + 1]), _unescape(source), options))
     return tuple(mounts)
 
 

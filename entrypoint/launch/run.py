@@ -9,8 +9,10 @@ the node log and start-up record. The exit code is training's own, or 128+N when
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from enum import StrEnum
@@ -21,12 +23,13 @@ from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host
 from entrypoint.core.messages import Catalogue, Lang, language
-from entrypoint.core.report import command_line, health_summary
+from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
 from entrypoint.inspect.resume import ResumeAction, set_aside
+from entrypoint.inspect.storage_probe import StorageNotAnswering
 from entrypoint.launch import flight_recorder
 from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
@@ -59,6 +62,11 @@ RUN = Catalogue(
             "cannot create {folder} ({error}): NCCL's debug lines will be missing",
             "无法创建 {folder}({error}):将缺少 NCCL 调试日志",
         ),
+        "record-local": (
+            "the start-up record is on this node's own disk instead: {path} (the log folder's storage is not "
+            "answering)",
+            "启动记录改写到本节点自己的磁盘:{path}(日志目录所在存储无响应)",
+        ),
         "fr-dir-failed": (
             "cannot create the flight-recorder folder for {prefix} ({error}): a stall's collective traces will be "
             "missing; check that the log folder is writable",
@@ -79,6 +87,7 @@ class OutcomeClass(StrEnum):
     STALLED = "stalled"  # the stall watchdog ended it
     ALREADY_FINISHED = "already-finished"  # the experiment had reached its last save: nothing was started
     DO_NOT_REQUEUE = "do-not-requeue"  # in-job restarts cannot help (budget spent, no progress, same exception)
+    STORAGE_NOT_ANSWERING = "storage-not-answering"  # a CFS mount gave no answer before anything was started
 
 
 def outcome_class(code: int, signalled: bool) -> OutcomeClass:
@@ -93,8 +102,11 @@ def run(host: Host, flags: Mapping[str, object], console: TextIO | None = None) 
     out = Tee(console or sys.stdout)
     lang = language(host.env)
     record = StartupRecord(None)
-    with record.phase("plan"):
-        plan = build_plan(host, flags)
+    try:
+        with record.phase("plan"):
+            plan = build_plan(host, flags)
+    except StorageNotAnswering as stalled:
+        return _storage_not_answering(stalled, host, out, record, lang)
     files = plan.launch.files
     with contextlib.ExitStack() as closing:
         if files.log is None:
@@ -107,6 +119,34 @@ def run(host: Host, flags: Mapping[str, object], console: TextIO | None = None) 
             except OSError as error:  # the folder changed since the plan looked: an outcome, not a decision
                 say(out, lang, "log-open-failed", detail=f"{files.log}: {error.strerror}")
         return _run(plan, out, record, lang)
+
+
+def local_record_path(host: Host, clock: float) -> Path:
+    """Where a node's start-up record goes when the log folder's storage does not answer: this node's own disk."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock))
+    node = "".join(c for c in host.env.get("RANK", "0") if c.isdigit())[:6] or "0"
+    return Path(tempfile.gettempdir()) / "vla-entrypoint" / f"node{node}-{stamp}-{os.getpid()}.json"
+
+
+def _storage_not_answering(
+    stalled: StorageNotAnswering, host: Host, out: Tee, record: StartupRecord, lang: Lang
+) -> int:
+    """A CFS mount did not answer before anything started: say so, and record it on the node's own disk."""
+    out.write(problem_block(stalled) + "\n")
+    record.path = local_record_path(host, record.started_at)
+    record.data["outcome"] = {
+        "exit_code": int(stalled.exit_code),
+        "class": OutcomeClass.STORAGE_NOT_ANSWERING.value,
+        "root_cause": stalled.what.en,
+        "storage": stalled.answer.to_json(),
+    }
+    try:
+        record.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return int(stalled.exit_code)
+    record.write()
+    line(out, lang, RUN("record-local", path=str(record.path)))
+    return int(stalled.exit_code)
 
 
 def _ended_early(record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
