@@ -22,7 +22,7 @@ from pathlib import Path
 
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, exit_code_of, failed, passed, warned
-from entrypoint.core.host import Host
+from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.masking import mask_json
 from entrypoint.core.messages import Catalogue, Text, flatten
 from entrypoint.core.settings import (
@@ -46,6 +46,7 @@ from entrypoint.inspect.openpi import TRAINER_SCRIPT, TrainerFlags
 from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, transformers_dir
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
+from entrypoint.inspect.seal import Seal, SealRole, plan_seal
 from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
 from entrypoint.inspect.storage_probe import StorageProbe
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
@@ -307,6 +308,7 @@ class Plan:
     launch: Launch
     inherited: dict[str, str] = field(repr=False)
     stated: StatedShape | None = None  # `check --assets`: the job shape the user states (the dev machine is no node)
+    seal: Seal = field(default_factory=lambda: Seal(SealRole.NONE))  # node 0 seals its dataset verdict for the others
 
     @property
     def scope(self) -> Scope:
@@ -350,6 +352,7 @@ class Plan:
             "transformers_patch": self.patch.to_json(),
             "taco": self.taco.to_json(),
             "settings": self.settings.to_json(),
+            "dataset_seal": self.seal.to_json(),
         }
         if with_command:
             data["command"] = self.command
@@ -654,11 +657,15 @@ def build_plan(
     scope: Scope = Scope.NODE,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
+    wait_for_seal: bool = False,
 ) -> Plan:
     """Inspect everything and decide the launch; raises `UserError` when settings or topology are unusable.
     `clock` gives the moment that names this node's run files. `Scope.ASSETS` (`check --assets`, the dev machine)
     reads no topology from the machine: the batch is checked for `nodes` x `gpus_per_node` as stated
-    (`inspect.scope.stated_shape`), and the checks only a node can make are reported as skipped."""
+    (`inspect.scope.stated_shape`), and the checks only a node can make are reported as skipped. Every shared-storage
+    mount is probed before it is touched (`inspect.storage_probe`: exit 3 when one does not answer). In a
+    multi-node job another node takes node 0's sealed dataset verdict (`inspect.seal`), waiting for it up to
+    `storage_timeout` with `wait_for_seal` (`run`)."""
     inherited = dict(host.env)
     stamp = time.strftime(STAMP_FORMAT, time.localtime(clock()))
     mounts = mount_table(host)
@@ -675,7 +682,13 @@ def build_plan(
     topology = stated.topology(settings.device) if stated else resolve_topology(host, settings.device)
     findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings) + probe.findings()
     findings.append(check_batch(settings.batch_size, topology))
-    assets = inspect_assets(settings, inherited, download=scope is Scope.NODE)
+    dataset = settings.path("lerobot_home") / settings.dataset_repo_id if settings.dataset_repo_id else None
+    seal = plan_seal(inherited, dataset, settings.path("log_dir"), topology.node_rank)
+    if scope is not Scope.NODE:
+        seal = Seal(SealRole.NONE)
+    started_at = time.time() - (process_age_s() or 0.0)
+    wait_s = float(settings.storage_timeout) if wait_for_seal else 0.0
+    assets = inspect_assets(settings, inherited, scope is Scope.NODE, seal, wait_s, started_at)
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
     root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings])
@@ -746,4 +759,4 @@ def build_plan(
     )
     if stated is not None:
         findings = assets_findings(findings, settings, inherited)
-    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited, stated)
+    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited, stated, seal)

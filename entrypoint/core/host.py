@@ -60,3 +60,13 @@ class Host:
         if devices:
             return len(devices)
         return len(self.listdir("/proc/driver/nvidia/gpus"))
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process was started (interpreter start-up and imports included), from /proc."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started = int(stat[stat.rfind(")") + 2 :].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return round(float(Path("/proc/uptime").read_text().split()[0]) - started, 3)
+    except (OSError, ValueError, IndexError):
+        return None

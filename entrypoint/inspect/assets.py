@@ -44,6 +44,7 @@ from entrypoint.inspect.openpi import (
     TOKENIZER_RELATIVE,
     TOKENIZER_URL,
 )
+from entrypoint.inspect.seal import Seal, SealRole, fingerprint, sealed_payload, trusted_verdict
 from entrypoint.inspect.tokenizer_fetch import PROBE_TIMEOUT_S, Fetch, probe
 from entrypoint.inspect.weights import check_model_weights, orbax_checkpoint
 
@@ -861,9 +862,18 @@ def _placeholder_weights(settings: Settings) -> list[Finding]:
     return [failed("assets.weights", what, fix, where, ExitCode.JOB_MISSPECIFIED)]
 
 
-def inspect_assets(settings: Settings, env: Mapping[str, str], download: bool = False) -> AssetReport:
+def inspect_assets(
+    settings: Settings,
+    env: Mapping[str, str],
+    download: bool = False,
+    seal: Seal | None = None,
+    seal_wait_s: float = 0.0,
+    started_at: float = 0.0,
+) -> AssetReport:
     """Run every asset check the job's settings call for. `download` (a training node's check): when the tokenizer
-    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`)."""
+    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`). With a
+    `seal` (`inspect.seal`), another node of a multi-node job takes node 0's dataset verdict when its seal is valid
+    (waiting up to `seal_wait_s`), and node 0 prepares the seal from its own verification."""
     findings: list[Finding] = []
     weights_bytes = None
     if settings.asset_id is not None:
@@ -876,7 +886,15 @@ def inspect_assets(settings: Settings, env: Mapping[str, str], download: bool = 
         findings += _placeholder_weights(settings)
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:
-        found, complete, total = check_dataset_folder(settings.path("lerobot_home") / settings.dataset_repo_id)
+        dataset = settings.path("lerobot_home") / settings.dataset_repo_id
+        sealed = trusted_verdict(seal, dataset, seal_wait_s, started_at) if seal is not None else None
+        if sealed is not None:
+            found, complete, total = [sealed[0]], True, sealed[1]
+        else:
+            before = fingerprint(dataset) if seal is not None and seal.role is SealRole.WRITE else None
+            found, complete, total = check_dataset_folder(dataset)
+            if seal is not None:
+                sealed_payload(seal, dataset, before, found, total)
         findings += found
         found, tokenizer_home = _check_tokenizer(settings, env, download)
         findings += found

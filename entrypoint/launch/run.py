@@ -21,12 +21,13 @@ from typing import TextIO
 
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, Status, failed
-from entrypoint.core.host import Host
+from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.messages import Catalogue, Lang, language
 from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
+from entrypoint.inspect import seal
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
 from entrypoint.inspect.resume import ResumeAction, set_aside
 from entrypoint.inspect.storage_probe import StorageNotAnswering
@@ -35,7 +36,7 @@ from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
 from entrypoint.launch.progress import Progress
-from entrypoint.launch.record import StartupRecord, process_age_s
+from entrypoint.launch.record import StartupRecord
 from entrypoint.launch.rendezvous_wait import wait_for_master
 from entrypoint.launch.restarts import Attempts
 from entrypoint.launch.saves import SaveWatch
@@ -61,6 +62,10 @@ RUN = Catalogue(
         "nccl-dir-failed": (
             "cannot create {folder} ({error}): NCCL's debug lines will be missing",
             "无法创建 {folder}({error}):将缺少 NCCL 调试日志",
+        ),
+        "sealed": (
+            "dataset verdict sealed for the other nodes: {path}",
+            "数据集校验结论已写入校验记录,供其他节点采信:{path}",
         ),
         "record-local": (
             "the start-up record is on this node's own disk instead: {path} (the log folder's storage is not "
@@ -104,7 +109,7 @@ def run(host: Host, flags: Mapping[str, object], console: TextIO | None = None) 
     record = StartupRecord(None)
     try:
         with record.phase("plan"):
-            plan = build_plan(host, flags)
+            plan = build_plan(host, flags, wait_for_seal=True)
     except StorageNotAnswering as stalled:
         return _storage_not_answering(stalled, host, out, record, lang)
     files = plan.launch.files
@@ -212,6 +217,8 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
         say(out, lang, "already-finished", step=plan.resume.step)
         return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+    if seal.write(plan.seal):  # the other nodes take this verdict instead of reading every episode file again
+        line(out, lang, RUN("sealed", path=str(plan.seal.path)))
     say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)

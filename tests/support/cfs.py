@@ -41,10 +41,10 @@ class _Loopback:
     def __init__(self, source: str, control: str, latency: float) -> None:
         self.source, self.control, self.latency = source, control, latency
         self.counts: Counter[str] = Counter()
-        self.lock = threading.Lock()
+        self._counting = threading.Lock()
 
     def _enter(self, op: str) -> None:
-        with self.lock:
+        with self._counting:
             self.counts[op] += 1
         while os.path.exists(os.path.join(self.control, "stall")):
             time.sleep(_POLL_S)
@@ -139,7 +139,7 @@ class _Loopback:
             for name in os.listdir(self.control):
                 if not name.startswith("read-"):
                     continue
-                with self.lock:
+                with self._counting:
                     counts = dict(self.counts)
                 target = os.path.join(self.control, f"counts-{name[5:]}.json")
                 with open(target + ".tmp", "w", encoding="utf-8") as handle:
@@ -209,26 +209,18 @@ def mounted(base: Path, latency_ms: float = 0.0) -> Iterator[Cfs]:
     for folder in (source, point, control):
         folder.mkdir(parents=True, exist_ok=True)
     repo = Path(__file__).resolve().parents[2]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.cfs",
-            str(source),
-            str(point),
-            str(control),
-            f"--latency-ms={latency_ms}",
-        ],
-        cwd=repo,
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log = control / "daemon.log"  # a file, not a pipe: a daemon whose stderr nobody reads would block on it
+    argv = [sys.executable, "-m", "tests.support.cfs", str(source), str(point), str(control)]
+    with open(log, "wb") as errors:
+        process = subprocess.Popen(
+            [*argv, f"--latency-ms={latency_ms}"], cwd=repo, stdin=subprocess.DEVNULL, stderr=errors
+        )
     cfs = Cfs(source, point, control, process)
     try:
         deadline = time.monotonic() + 30
         while not _is_mounted(point):
             if process.poll() is not None:
-                raise RuntimeError(f"the CFS stand-in did not mount: {process.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"the CFS stand-in did not mount: {log.read_text(errors='replace')[-2000:]}")
             if time.monotonic() > deadline:
                 raise RuntimeError("the CFS stand-in did not mount within 30 s")
             time.sleep(_POLL_S)
@@ -241,8 +233,6 @@ def mounted(base: Path, latency_ms: float = 0.0) -> Iterator[Cfs]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 def fuse_available() -> bool:

@@ -234,7 +234,7 @@ def test_no_argument_means_demo_and_a_wrong_one_is_refused(machine: Machine) -> 
 def test_test_tools_on_a_bare_machine_extract_the_registry_binary_only(machine: Machine) -> None:
     done = machine.run("test")
     assert done.returncode == 0, done.stderr
-    assert sorted(machine.installed()) == ["debootstrap", "openssl", "python3-pip", "python3-venv"]
+    assert sorted(machine.installed()) == ["debootstrap", "fuse3", "openssl", "python3-pip", "python3-venv"]
     assert apt_actions(machine.calls(), "download") == [["docker-buildx", "docker-compose", "docker-registry"]]
     assert_host_untouched_by_services(machine)
     assert sorted(p.name for p in machine.plugins.iterdir()) == ["docker-buildx", "docker-compose"]
@@ -257,7 +257,7 @@ def test_second_run_touches_neither_apt_nor_the_network(machine: Machine) -> Non
 
 def test_compose_v1_package_stays_and_v2_comes_as_a_plugin(machine: Machine) -> None:
     """A host with Debian's docker-compose v1: `docker compose` is missing, `docker-compose` works and is kept."""
-    (machine.state / "installed").write_text("debootstrap\nopenssl\npython3-pip\npython3-venv\ndocker-compose\n")
+    (machine.state / "installed").write_text("debootstrap\nfuse3\nopenssl\npython3-pip\npython3-venv\ndocker-compose\n")
     v1 = machine.root / "bin" / "docker-compose"
     v1.write_text('#!/bin/sh\necho "docker-compose version 1.29.2"\n')
     v1.chmod(0o755)
@@ -271,7 +271,7 @@ def test_compose_v1_package_stays_and_v2_comes_as_a_plugin(machine: Machine) -> 
 
 
 def test_plugins_and_registry_need_no_root(machine: Machine) -> None:
-    (machine.state / "installed").write_text("debootstrap\nopenssl\npython3-pip\npython3-venv\n")
+    (machine.state / "installed").write_text("debootstrap\nfuse3\nopenssl\npython3-pip\npython3-venv\n")
     done = machine.run("test", uid=1000)
     assert done.returncode == 0, done.stderr
     assert apt_actions(machine.calls(), "install") == []
@@ -288,8 +288,8 @@ def test_missing_apt_package_without_root_says_so(machine: Machine) -> None:
 
 def test_packages_it_may_install_ship_no_service(machine: Machine) -> None:
     """Checked against this Debian host's package data: the apt packages the script may install, and everything they
-    depend on, ship no systemd unit and no init script (except essential packages, present on every Debian system),
-    so installing them starts or enables nothing."""
+    depend on, ship no systemd unit and no init script (except essential and required packages, present on every
+    Debian system), so installing them starts or enables nothing."""
     if not shutil.which("apt-cache"):
         pytest.skip("needs Debian's package data (apt-cache)")
     assert machine.run("test").returncode == 0
@@ -314,8 +314,8 @@ def test_packages_it_may_install_ship_no_service(machine: Machine) -> None:
     assert set(machine.installed()) <= set(packages)
     with_services = {}
     for package in packages:
-        query = ["dpkg-query", "-W", "-f=${Essential}", package]
-        if subprocess.run(query, capture_output=True, text=True).stdout == "yes":
+        query = ["dpkg-query", "-W", "-f=${Essential} ${Priority}", package]
+        if subprocess.run(query, capture_output=True, text=True).stdout in ("yes required", "yes ", "no required"):
             continue
         files = subprocess.run(["dpkg-query", "-L", package], capture_output=True, text=True).stdout.split()
         found = [f for f in files if "/systemd/system/" in f or f.startswith("/etc/init.d/")]
