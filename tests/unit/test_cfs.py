@@ -137,7 +137,7 @@ def seal_by_node0(world, tmp_path: Path) -> Path:
 
 def test_a_worker_trusts_node0s_seal_for_this_job(world, tmp_path):
     world.gpus(1)
-    seal = seal_by_node0(world, tmp_path)
+    seal_by_node0(world, tmp_path)
     found = dataset_check(world, 1)
     assert found["status"] == "pass" and found["seal"]["trusted"] and "verified by node 0" in found["message"]
 
@@ -189,7 +189,7 @@ def test_a_broken_tree_is_never_sealed_and_fails_on_every_node(world, tmp_path):
     world.gpus(1)
     episode = world.assets / "datasets" / REPO_ID / "data" / "chunk-000" / "episode_000001.parquet"
     episode.write_bytes(b"not a parquet file at all")
-    code, out, _ = finish(world.spawn(("run",), node(world, 0)), 120)
+    code, _, _ = finish(world.spawn(("run",), node(world, 0)), 120)
     assert code == 3 and not (world.assets / "logs" / ".seals").exists()
     assert dataset_check(world, 1)["status"] == "fail"
 
