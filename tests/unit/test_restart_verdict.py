@@ -1,0 +1,210 @@
+"""The restart verdict: whether another in-job attempt may follow, a pure function of the attempts' records
+(`restarts.judge`), at every boundary; and the same verdict reached from a node's own output (`Attempts`), as the
+supervisor reaches it, including torchrun's own failure after the last allowed attempt (exit 93, not torchrun's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from entrypoint.launch.progress import Progress
+from entrypoint.launch.restarts import Attempt, Attempts, Cause, Verdict, judge
+
+W, C, T = Cause.WORKER_EXITED, Cause.COLLECTIVE_ERROR, Cause.TRAINER_EXCEPTION
+
+
+def ended(*rows: tuple[Cause, str | None, int | None, int | None]) -> list[Attempt]:
+    """Attempts 0, 1, … from (cause, detail, best logged step, best saved step)."""
+    return [
+        Attempt(n, float(n), 0, None, best_step=best, saves=int(saved is not None), best_saved=saved, cause=cause,
+                detail=detail)
+        for n, (cause, detail, best, saved) in enumerate(rows)
+    ]  # fmt: skip
+
+
+BOOM = "RuntimeError: boom"
+
+
+@pytest.mark.parametrize(
+    "rows, max_restarts, seen, expected",
+    [
+        pytest.param((), 3, True, Verdict.RETRY, id="nothing-ended"),
+        pytest.param(((W, None, 10, None),), 3, True, Verdict.RETRY, id="first-failure-retries"),
+        pytest.param(((W, None, 10, None),), 0, True, Verdict.BUDGET_SPENT, id="restarts-off-attempt-0-is-the-last"),
+        pytest.param(
+            ((W, None, 10, None), (W, None, 20, None), (W, None, 30, None)),
+            3,
+            True,
+            Verdict.RETRY,
+            id="one-below-the-budget-with-progress",
+        ),
+        pytest.param(
+            ((W, None, 10, None), (W, None, 20, None), (W, None, 30, None), (W, None, 40, None)),
+            3,
+            True,
+            Verdict.BUDGET_SPENT,
+            id="last-allowed-attempt-failed",
+        ),
+        pytest.param(((T, BOOM, 10, None), (T, BOOM, 20, None)), 3, True, Verdict.SAME_EXCEPTION, id="same-exception"),
+        pytest.param(
+            ((W, None, 10, None), (W, None, 20, None), (T, BOOM, 30, None), (T, BOOM, 40, None)),
+            3,
+            True,
+            Verdict.BUDGET_SPENT,
+            id="budget-named-before-same-exception",
+        ),
+        pytest.param(((T, BOOM, 10, None), (T, "RuntimeError: other", 20, None)), 3, True, Verdict.RETRY, id="other"),
+        pytest.param(((C, BOOM, 10, None), (C, BOOM, 20, None)), 3, True, Verdict.RETRY, id="collective-twice"),
+        pytest.param(((C, BOOM, 10, None), (T, BOOM, 20, None)), 3, True, Verdict.RETRY, id="collective-then-trainer"),
+        pytest.param(((T, BOOM, 10, None), (C, BOOM, 20, None)), 3, True, Verdict.RETRY, id="trainer-then-collective"),
+        pytest.param(
+            ((T, BOOM, 10, None), (W, None, 20, None), (T, BOOM, 30, None)),
+            3,
+            True,
+            Verdict.RETRY,
+            id="same-exception-not-in-a-row",
+        ),
+        pytest.param(((W, None, None, None), (W, None, None, None)), 3, True, Verdict.NO_PROGRESS, id="no-step-twice"),
+        pytest.param(
+            ((W, None, None, None), (W, None, None, None)), 3, False, Verdict.RETRY, id="worker-node-sees-none"
+        ),
+        pytest.param(((W, None, 0, None), (W, None, None, None)), 3, True, Verdict.RETRY, id="first-attempt-step-0"),
+        pytest.param(((W, None, None, None), (W, None, 0, None)), 3, True, Verdict.RETRY, id="second-attempt-step-0"),
+        pytest.param(
+            ((W, None, 40, None), (W, None, 40, None), (W, None, 40, None)),
+            3,
+            True,
+            Verdict.NO_PROGRESS,
+            id="back-to-the-same-step-is-no-progress",
+        ),
+        pytest.param(
+            ((W, None, 40, None), (W, None, 41, None), (W, None, 30, None)),
+            3,
+            True,
+            Verdict.RETRY,
+            id="one-step-further-is-progress",
+        ),
+        pytest.param(
+            ((W, None, 40, None), (W, None, 30, None), (W, None, 41, None)),
+            3,
+            True,
+            Verdict.RETRY,
+            id="the-last-one-further-is-progress",
+        ),
+        pytest.param(
+            ((W, None, 30, 25), (W, None, 30, 25), (W, None, 30, 25)),
+            3,
+            True,
+            Verdict.NO_PROGRESS,
+            id="saving-the-same-step-again-is-no-progress",
+        ),
+        pytest.param(
+            ((W, None, 40, None), (W, None, 40, 50), (W, None, 45, None)),
+            3,
+            True,
+            Verdict.RETRY,
+            id="a-new-checkpoint-is-progress",
+        ),
+        pytest.param(
+            ((W, None, 40, None), (W, None, 50, None), (W, None, None, None)),
+            3,
+            True,
+            Verdict.RETRY,
+            id="only-the-last-without-progress",
+        ),
+        pytest.param(
+            ((W, None, 50, None), (W, None, 10, None), (W, None, 20, None), (W, None, 45, None)),
+            5,
+            True,
+            Verdict.NO_PROGRESS,
+            id="measured-against-every-attempt-before-not-only-the-previous",
+        ),
+    ],
+)
+def test_the_verdict_is_a_function_of_the_records(rows, max_restarts, seen, expected):
+    assert judge(ended(*rows), max_restarts, progress_seen=seen) is expected
+
+
+class Node:
+    """A node's launcher as the supervisor drives it: workers appear and vanish (pids), the output flows through
+    `Progress` and `Attempts`, and a fake clock ticks once per event."""
+
+    def __init__(self, max_restarts: int) -> None:
+        self.now = 0.0
+        self.progress = Progress(clock=self.clock)
+        self.attempts = Attempts(max_restarts, 0.0, self.progress, clock=self.clock)
+        self.pid = 100
+
+    def clock(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def attempt(self, *lines: str) -> Verdict:
+        """One attempt: its two workers start, print `lines` and end; the verdict as the next attempt starts."""
+        self.pid += 2
+        self.attempts.observe(frozenset({self.pid, self.pid + 1}))
+        for line in lines:
+            self.progress.feed(line + "\n")
+            self.attempts.feed(line + "\n")
+        self.attempts.observe(frozenset())
+        return self.attempts.verdict()
+
+
+def steps(*numbers: int) -> list[str]:
+    return [f"step={n} loss=0.5 time=1.0s" for n in numbers]
+
+
+TRACEBACK = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', BOOM]
+
+
+def test_attempts_that_return_to_the_same_step_end_the_job():
+    node = Node(max_restarts=5)
+    node.attempt(*steps(10, 20, 30, 40))
+    node.attempt(*steps(30, 40))  # resumed, back to 40 only
+    node.attempt(*steps(30, 40))
+    node.attempts.observe(frozenset({1, 2}))  # the next attempt starts: the one before is settled
+    assert node.attempts.verdict() is Verdict.NO_PROGRESS
+    assert [a.reached for a in node.attempts.attempts[:3]] == [40, 40, 40]
+    text = node.attempts.verdict_text(Verdict.NO_PROGRESS, 93)
+    assert "attempt 2 ended at step 40 without getting past step 40" in text.en and "93" in text.zh
+
+
+def test_an_attempt_that_saves_further_is_progress_and_a_resave_is_not():
+    node = Node(max_restarts=5)
+    node.attempt(*steps(10, 20), "Saved checkpoint at step 25 -> /ckpt/25", *steps(30))
+    node.attempt("Saved checkpoint at step 25 -> /ckpt/25", *steps(30))  # started afresh, same save again
+    node.attempt(*steps(30), "Saved checkpoint at step 50 -> /ckpt/50")
+    node.attempts.observe(frozenset({1, 2}))
+    first, second, third = node.attempts.attempts[:3]
+    assert (first.best_saved, second.best_saved, third.best_saved) == (25, 25, 50)
+    assert (second.saves, third.reached) == (1, 50)
+    assert node.attempts.verdict() is Verdict.RETRY  # the third went past every step before it
+
+
+def test_the_same_exception_twice_is_named_with_both_attempts():
+    node = Node(max_restarts=3)
+    assert node.attempt(*steps(10), *TRACEBACK) is Verdict.RETRY
+    node.attempt(*steps(20), *TRACEBACK)
+    node.attempts.observe(frozenset({1, 2}))
+    assert node.attempts.verdict() is Verdict.SAME_EXCEPTION
+    assert node.attempts.attempts[1].detail == BOOM
+    assert "attempts 0 and 1 ended with the same exception" in node.attempts.verdict_text(Verdict.SAME_EXCEPTION, 93).en
+
+
+@pytest.mark.parametrize(
+    "max_restarts, attempts, expected",
+    [
+        pytest.param(2, 3, Verdict.BUDGET_SPENT, id="the-last-allowed-attempt-failed"),
+        pytest.param(2, 2, None, id="torchrun-ended-before-the-budget-was-spent"),
+        pytest.param(0, 1, None, id="restarts-off-keeps-the-trainers-code"),
+        pytest.param(2, 0, None, id="no-attempt-was-seen"),
+    ],
+)
+def test_torchrun_failing_after_the_last_allowed_attempt_is_do_not_requeue(max_restarts, attempts, expected):
+    node = Node(max_restarts)
+    for n in range(attempts):
+        node.attempt(*steps(10 * (n + 1)))  # each one further: never no-progress
+    assert node.attempts.torchrun_failed(node.clock()) is expected
+    if expected is not None:
+        last = node.attempts.attempts[-1]
+        assert last.cause is Cause.WORKER_EXITED and last.number == max_restarts
+        assert "all 2 in-job restarts are spent" in node.attempts.verdict_text(expected, 93).en
