@@ -25,12 +25,12 @@ WORK = REPO / ".work" / "mutation"
 # module -> (files mutated, unit test files that guard them). A module's own tests first; the CLI-level files that
 # drive it through a fake host after.
 MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "launch/restarts": (("launch/restarts.py",), ("test_restarts.py", "test_attempt.py")),
-    "launch/culprit": (("launch/culprit.py",), ("test_culprit.py", "test_watchdog.py", "test_restarts.py")),
-    "launch/failure": (("launch/failure.py",), ("test_failure.py", "test_restarts.py")),
+    "launch/restarts": (("launch/restarts.py",), ("test_restart_verdict.py", "test_attempt.py")),
+    "launch/culprit": (("launch/culprit.py",), ("test_culprit.py", "test_culprit_groups.py")),
+    "launch/failure": (("launch/failure.py",), ("test_failure.py", "test_restart_verdict.py")),
     "launch/progress": (("launch/progress.py", "launch/saves.py"), ("test_run_summary.py", "test_watchdog.py")),
     "launch/watchdog": (("launch/watchdog.py",), ("test_watchdog.py", "test_culprit.py")),
-    "launch/supervisor": (("launch/supervisor.py",), ("test_node_output.py", "test_cli.py", "test_restarts.py")),
+    "launch/supervisor": (("launch/supervisor.py",), ("test_node_output.py", "test_cli.py", "test_restart_verdict.py")),
     "launch/other": (
         (
             "launch/attempt.py",

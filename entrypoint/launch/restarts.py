@@ -136,7 +136,8 @@ class Attempts:
         attempt = self.current
         if attempt is None or self.progress.last_event_at == attempt.event_before:
             return
-        if self.progress.last_step is not None and (self.progress.last_event_at or 0) > attempt.started_at:
+        # a step this attempt logged: an earlier attempt's last step stays behind when only a bar or a save moved
+        if self.progress.last_step is not None and (self.progress.last_step_at or 0) > attempt.started_at:
             if attempt.first_step_at is None:
                 attempt.first_step_at = now
             attempt.best_step = max(attempt.best_step or 0, self.progress.last_step)
