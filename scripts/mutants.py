@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help=f"modules to run (default: all): {', '.join(MODULES)}")
     parser.add_argument("--list", action="store_true", help="print each module's files and tests, run nothing")
     parser.add_argument("--summary", action="store_true", help="print the last results of each module, run nothing")
+    parser.add_argument("--fresh", action="store_true", help="forget a module's earlier results (after new tests)")
     parser.add_argument("--max-children", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
@@ -164,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for name in chosen:
         folder = _prepare(name)
+        if args.fresh and not args.summary:
+            shutil.rmtree(folder / "mutants", ignore_errors=True)
         if not args.summary:
             run = subprocess.run([mutmut, "run", "--max-children", str(args.max_children)], cwd=folder, check=False)
             status = status or run.returncode

@@ -73,3 +73,23 @@ def test_a_node_that_sent_nothing_is_named_beside_the_verdict():
     assert lines[0] == "STALL: node 2 sent no diagnosis within 30s: look at its own log in /logs"
     assert lines[1].startswith("STALL: culprit rank(s) 3 on node(s) 1:")
     assert culprit.to_json()["missing_nodes"] == [2]
+
+
+def test_the_flight_recorder_names_the_ranks_behind_and_keeps_the_groups_and_missing_nodes():
+    seen = gathered([BARRIER, BARRIER, BARRIER, BARRIER, BARRIER, BARRIER])
+    culprit = name_culprit(Gathered(seen.reports, [3]), {5: (7, 9, "nccl:all_reduce"), 2: (7, 9, "nccl:all_reduce")})
+    assert (culprit.method, culprit.ranks, culprit.nodes, culprit.missing_nodes) == (
+        Method.FLIGHT_RECORDER, [2, 5], [1, 2], [3],
+    )  # fmt: skip
+    assert culprit.groups == [{"frame": BARRIER[0], "ranks": [0, 1, 2, 3, 4, 5]}]
+    assert culprit.why is not None and culprit.why.en == (
+        "the flight recorder shows them behind: the others entered collective #9 (nccl:all_reduce), they stopped at #7"
+    )
+    lines = [line.en for line in culprit_lines(culprit, 30, "/logs")]
+    assert lines[1].startswith("STALL: culprit rank(s) 2, 5 on node(s) 1, 2: the flight recorder")
+
+
+def test_ranks_on_no_node_that_reported_are_named_with_a_question_mark():
+    culprit = name_culprit(gathered([BARRIER] * 4), {9: (1, 2, "gloo:barrier")})
+    assert (culprit.ranks, culprit.nodes) == ([9], [])
+    assert culprit_lines(culprit, 30, "/logs")[-1].en.startswith("STALL: culprit rank(s) 9 on node(s) ?:")

@@ -340,3 +340,50 @@ def test_a_peers_verdict_is_read_within_its_bound(tmp_path, size, verdict):
     assert (peer / "gave-up.json").stat().st_size == size
     found = Node(3, own).attempts.peer_gave_up()
     assert found is not None and found[1] is verdict
+
+
+def test_the_record_of_each_attempt_with_what_its_workers_recorded(tmp_path):
+    (own,) = facts_dirs(tmp_path, "exp", 1)
+    node = Node(3, own)
+    node.attempt(*steps(10), "Saved checkpoint at step 25 -> /ckpt/25")
+    (own / "1.json").write_text(json.dumps({"resume": {"step": 25, "action": "resume"}, "ranks": [0, 1]}))
+    node.attempt(*steps(30))
+    (own / "2.json").write_text("[1, 2]")  # not an object: no facts
+    node.attempts.observe(frozenset({1}))
+    node.attempts.stalled("no progress for 600 s")
+    (own / "3.json").write_text("{not json")
+    node.attempts.observe(frozenset())
+    node.attempts.observe(frozenset({2}))
+    rows = node.attempts.to_json()
+    assert [r["attempt"] for r in rows] == [0, 1, 2, 3]
+    assert [r["resumed_step"] for r in rows] == [None, 25, None, None]
+    assert [r["checkpoints_saved"] for r in rows] == [1, 0, 0, 0]
+    assert [r["best_step"] for r in rows] == [10, 30, None, None]
+    assert [r["cause"] for r in rows] == ["worker-exited", "worker-exited", "stall", None]
+    assert rows[2]["detail"] == "no progress for 600 s" and rows[1]["detail"] is None
+    assert rows[0]["facts"] == {} and rows[1]["facts"] == {"resume": {"step": 25, "action": "resume"}, "ranks": [0, 1]}
+    assert rows[2]["facts"] is None and rows[3]["facts"] is None
+    assert set(rows[0]) == {
+        "attempt", "started_s", "resumed_step", "first_step_s", "best_step", "checkpoints_saved", "cause", "detail",
+        "detected_s", "restarted_s", "facts",
+    }  # fmt: skip
+    assert rows[2]["detected_s"] is not None and rows[2]["restarted_s"] == rows[3]["started_s"]
+
+
+@pytest.mark.parametrize(
+    "facts, step",
+    [
+        ({"resume": {"step": 25}}, 25),
+        ({"resume": {"step": "25"}}, None),
+        ({"resume": None}, None),
+        ({"resume": [25]}, None),
+        ({}, None),
+    ],
+)
+def test_the_resumed_step_is_read_only_from_a_well_formed_record(tmp_path, facts, step):
+    (own,) = facts_dirs(tmp_path, "exp", 1)
+    node = Node(3, own)
+    node.attempt(*steps(10))
+    node.attempts.observe(frozenset({1}))
+    (own / "1.json").write_text(json.dumps(facts))
+    assert node.attempts.resumed_step(node.attempts.attempts[1]) == step
