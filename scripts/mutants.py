@@ -46,7 +46,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
         ("test_attempt.py", "test_culprit.py", "test_master_wait.py", "test_cli.py", "test_concurrency.py"),
     ),
-    "core/masking": (("core/masking.py",), ("test_masking.py", "test_edges_secrets.py", "test_download.py")),
+    "core/masking": (("core/masking.py",), ("test_masking.py", "test_edges_secrets.py")),
     "core/settings": (("core/settings.py",), ("test_settings.py", "test_settings_paths.py", "test_readme_settings.py")),
     "inspect/topology": (("inspect/topology.py",), ("test_topology.py", "test_topology_edges.py", "test_fabric.py")),
     "inspect/assets": (
