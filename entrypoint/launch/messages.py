@@ -263,9 +263,9 @@ MESSAGES = Catalogue(
             "因为新的尝试只会等待已经不在的 rank;退出码 {code}。原因请查看该节点的日志。",
         ),
         "restart-no-progress": (
-            "DO NOT REQUEUE: attempt {n} ended at step {step} without getting past step {best} or saving a "
+            "DO NOT REQUEUE: attempt {n} ended at step {step} without getting past step {best} or saving a new "
             "checkpoint; restarting makes no progress; exit {code}. Read the attempts in the start-up record.",
-            "请勿重新排队:第 {n} 次尝试结束于第 {step} 步,未超过第 {best} 步,也未保存检查点;重启没有进展;"
+            "请勿重新排队:第 {n} 次尝试结束于第 {step} 步,未超过第 {best} 步,也未保存新的检查点;重启没有进展;"
             "退出码 {code}。请查看启动记录中的各次尝试。",
         ),
     },

@@ -41,6 +41,7 @@ class Progress:
     first_step_at: float | None = None  # clock value when the first step line arrived
     saves: list[Saved] = field(default_factory=list)
     last_event_at: float | None = None  # clock value of the latest progress event
+    last_step_at: float | None = None  # clock value of the latest step line
     gaps: list[float] = field(default_factory=list)  # seconds between consecutive progress events (latest 50)
     _pending: str = ""
     _last_seen: tuple[int, float] | None = None
@@ -91,7 +92,7 @@ class Progress:
             seconds = (now - self._last_seen[1]) / (step - self._last_seen[0])
             self.step_times = [*self.step_times, seconds][-100:]
         self._last_seen = (step, now)
-        self.last_step = step
+        self.last_step, self.last_step_at = step, now
         try:
             self.last_loss = float(match["loss"])
         except ValueError:

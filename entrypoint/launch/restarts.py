@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -66,14 +66,18 @@ class Attempt:
     event_before: float | None
     best_step: int | None = None
     saves: int = 0
+    best_saved: int | None = None  # the highest step this attempt saved a checkpoint of
     cause: Cause | None = None
     detail: str | None = None
     detected_at: float | None = None
     first_step_at: float | None = None
     facts: dict[str, object] | None = None
 
-    def progressed(self) -> bool:
-        return self.best_step is not None or self.saves > 0
+    @property
+    def reached(self) -> int | None:
+        """The furthest step this attempt showed: logged or saved, whichever is later; None when it showed neither."""
+        steps = [s for s in (self.best_step, self.best_saved) if s is not None]
+        return max(steps) if steps else None
 
 
 @dataclass
@@ -132,11 +136,14 @@ class Attempts:
         attempt = self.current
         if attempt is None or self.progress.last_event_at == attempt.event_before:
             return
-        if self.progress.last_step is not None and (self.progress.last_event_at or 0) > attempt.started_at:
+        # a step this attempt logged: an earlier attempt's last step stays behind when only a bar or a save moved
+        if self.progress.last_step is not None and (self.progress.last_step_at or 0) > attempt.started_at:
             if attempt.first_step_at is None:
                 attempt.first_step_at = now
             attempt.best_step = max(attempt.best_step or 0, self.progress.last_step)
-        attempt.saves = len(self.progress.saves) - attempt.saves_before
+        mine = self.progress.saves[attempt.saves_before :]
+        attempt.saves = len(mine)
+        attempt.best_saved = max((saved.step for saved in mine), default=None)
 
     def _peer_folders(self) -> tuple[list[Path], float]:
         """Other nodes' attempt folders of this run (`<exp>-node<r>-<stamp>.attempts` beside this node's in the shared
@@ -223,29 +230,20 @@ class Attempts:
 
     def verdict(self) -> Verdict:
         """Whether a new attempt may follow the last one that ended (all but the current, which has just started,
-        or the current when torchrun itself ended)."""
+        or the current when torchrun itself ended): `judge` over the attempts that ended."""
         ended = [a for a in self.attempts if a.cause is not None]
-        if not ended:
-            return Verdict.RETRY
-        last = ended[-1]
-        if last.number >= self.max_restarts:
-            return Verdict.BUDGET_SPENT
-        if len(ended) >= 2:
-            before = ended[-2]
-            if last.cause is Cause.TRAINER_EXCEPTION and before.cause is last.cause and before.detail == last.detail:
-                return Verdict.SAME_EXCEPTION
-            seen = self.progress.step_reached is not None  # only the node with global rank 0 sees progress
-            if seen and not self._progressed(ended, -1) and not self._progressed(ended, -2):
-                return Verdict.NO_PROGRESS
-        return Verdict.RETRY
+        return judge(ended, self.max_restarts, progress_seen=self.progress.step_reached is not None)
 
-    @staticmethod
-    def _progressed(ended: list[Attempt], index: int) -> bool:
-        """Whether `ended[index]` saved a checkpoint or got past every step of the attempts before it (the first
-        attempt has nothing before it: any step counts)."""
-        attempt = ended[index]
-        best_before = max((a.best_step if a.best_step is not None else -1 for a in ended[:index]), default=-1)
-        return attempt.saves > 0 or (attempt.best_step is not None and attempt.best_step > best_before)
+    def torchrun_failed(self, now: float) -> Verdict | None:
+        """torchrun itself ended with a failure: settle the current attempt and judge the series. The verdict that
+        ends the job with `ExitCode.DO_NOT_REQUEUE` (the last allowed attempt failing is `BUDGET_SPENT`); None when
+        restarts are off or no attempt was seen (the training's own exit code stands)."""
+        last = self.current
+        if self.max_restarts <= 0 or last is None:
+            return None
+        self.ended(last, now)
+        verdict = self.verdict()
+        return None if verdict is Verdict.RETRY else verdict
 
     def verdict_text(self, verdict: Verdict, code: int) -> Text:
         ended = [a for a in self.attempts if a.cause is not None]
@@ -253,8 +251,9 @@ class Attempts:
         if verdict is Verdict.SAME_EXCEPTION:
             return M("restart-same-exception", a=last.number - 1, b=last.number, detail=last.detail, code=code)
         if verdict is Verdict.NO_PROGRESS:
-            best = max((a.best_step or 0 for a in ended[:-1]), default=0)
-            return M("restart-no-progress", n=last.number, step=last.best_step or "-", best=best, code=code)
+            best = max((a.reached or 0 for a in ended[:-1]), default=0)
+            step = last.reached if last.reached is not None else "-"
+            return M("restart-no-progress", n=last.number, step=step, best=best, code=code)
         return M("restart-budget-spent", restarts=self.max_restarts, code=code)
 
     def read_facts(self, attempt: Attempt) -> dict[str, object] | None:
@@ -300,3 +299,32 @@ class Attempts:
                 }
             )
         return rows
+
+
+def judge(ended: Sequence[Attempt], max_restarts: int, progress_seen: bool) -> Verdict:
+    """Whether a new attempt may follow the last of `ended` (the attempts that ended, oldest first), from their
+    records alone. In order: the last allowed attempt (number `max_restarts`) has ended: `BUDGET_SPENT`; it and the
+    one before ended with the same exception of the trainer's own code: `SAME_EXCEPTION`; neither of the last two
+    got past every step the attempts before it reached (a save counts as a step reached; returning to the same step
+    is not progress) while this node sees progress at all (`progress_seen`: only the node of global rank 0 does):
+    `NO_PROGRESS`; else `RETRY`."""
+    if not ended:
+        return Verdict.RETRY
+    last = ended[-1]
+    if last.number >= max_restarts:
+        return Verdict.BUDGET_SPENT
+    if len(ended) >= 2:
+        before = ended[-2]
+        if last.cause is Cause.TRAINER_EXCEPTION and before.cause is last.cause and before.detail == last.detail:
+            return Verdict.SAME_EXCEPTION
+        if progress_seen and not _progressed(ended, -1) and not _progressed(ended, -2):
+            return Verdict.NO_PROGRESS
+    return Verdict.RETRY
+
+
+def _progressed(ended: Sequence[Attempt], index: int) -> bool:
+    """Whether `ended[index]` got past every step the attempts before it reached, logged or saved (the first attempt
+    has nothing before it: any step counts)."""
+    reached = ended[index].reached
+    best_before = max((a.reached for a in ended[:index] if a.reached is not None), default=-1)
+    return reached is not None and reached > best_before

@@ -227,13 +227,10 @@ class Supervisor:
             return 128 + self.signalled
         if self.stall_ended:
             return ExitCode.STALLED
-        if self.gave_up is None and code != 0 and self.attempts is not None and self.attempts.max_restarts > 0:
-            last = self.attempts.current
-            if last is not None:
-                self.attempts.ended(last, time.monotonic())
-                verdict = self.attempts.verdict()
-                if verdict is not Verdict.RETRY:
-                    self._give_up(verdict)
+        if self.gave_up is None and code != 0 and self.attempts is not None:
+            verdict = self.attempts.torchrun_failed(time.monotonic())
+            if verdict is not None:
+                self._give_up(verdict)
         if self.gave_up is not None:
             return ExitCode.DO_NOT_REQUEUE
         return 128 - code if code < 0 else code

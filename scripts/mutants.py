@@ -1,0 +1,181 @@
+"""Mutation testing of the modules that decide a job's fate, one module at a time (`scripts/mutation`).
+
+Each module runs in its own folder, `.work/mutation/<module>/`, that links the checkout's `entrypoint/` and `tests/`
+and holds a copy of `pyproject.toml` whose `[tool.mutmut]` table is narrowed to that module's file(s) and to the
+unit test files that guard it (`MODULES`). mutmut keeps its mutants and results there, so modules never reset each
+other's results and a second run of a module only tests what changed. The summary (score, survivors) is printed and
+written to `.work/mutation/<module>/summary.txt`.
+
+Not part of CI: a module takes minutes to an hour on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / ".work" / "mutation"
+
+# module -> (files mutated, unit test files that guard them). A module's own tests first; the CLI-level files that
+# drive it through a fake host after.
+MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "launch/restarts": (("launch/restarts.py",), ("test_restart_verdict.py", "test_attempt.py")),
+    "launch/culprit": (("launch/culprit.py",), ("test_culprit.py", "test_culprit_groups.py")),
+    "launch/failure": (("launch/failure.py",), ("test_failure.py", "test_restart_verdict.py")),
+    "launch/progress": (("launch/progress.py", "launch/saves.py"), ("test_run_summary.py", "test_watchdog.py")),
+    "launch/watchdog": (("launch/watchdog.py",), ("test_watchdog.py", "test_culprit.py")),
+    "launch/supervisor": (("launch/supervisor.py",), ("test_node_output.py", "test_cli.py", "test_restart_verdict.py")),
+    "launch/other": (
+        (
+            "launch/attempt.py",
+            "launch/flight_recorder.py",
+            "launch/preflight.py",
+            "launch/preflight_worker.py",
+            "launch/processes.py",
+            "launch/record.py",
+            "launch/rendezvous_wait.py",
+            "launch/run.py",
+            "launch/stall_exchange.py",
+        ),
+        ("test_attempt.py", "test_culprit.py", "test_master_wait.py", "test_cli.py", "test_concurrency.py"),
+    ),
+    "core/masking": (("core/masking.py",), ("test_masking.py", "test_edges_secrets.py")),
+    "core/settings": (("core/settings.py",), ("test_settings.py", "test_settings_paths.py", "test_readme_settings.py")),
+    "inspect/topology": (("inspect/topology.py",), ("test_topology.py", "test_topology_edges.py", "test_fabric.py")),
+    "inspect/assets": (
+        ("inspect/assets.py",),
+        ("test_assets.py", "test_edges_assets.py", "test_asset_parsers.py", "test_parser_properties.py"),
+    ),
+    "inspect/weights": (
+        ("inspect/weights.py",),
+        ("test_weights_signature.py", "test_trainer_agreement.py", "test_parser_properties.py"),
+    ),
+    "inspect/other": (
+        (
+            "inspect/batch.py",
+            "inspect/environment.py",
+            "inspect/mounts.py",
+            "inspect/openpi.py",
+            "inspect/patch.py",
+            "inspect/resume.py",
+            "inspect/scope.py",
+            "inspect/storage.py",
+            "inspect/tokenizer_fetch.py",
+        ),
+        ("test_mounts.py", "test_resume.py", "test_dev_machine_check.py", "test_cli.py", "test_finished_job.py"),
+    ),
+    "fabric": (
+        (
+            "fabric/decide.py",
+            "fabric/draft.py",
+            "fabric/inventory.py",
+            "fabric/memlock.py",
+            "fabric/nccl_debug.py",
+            "fabric/rdma.py",
+            "fabric/sockets.py",
+        ),
+        ("test_fabric.py", "test_fabric_edges.py"),
+    ),
+    "fabric/nccl_log": (("fabric/nccl_log.py",), ("test_nccl_log.py", "test_parser_properties.py")),
+    "taco": (
+        ("taco/activate.py", "taco/bake.py", "taco/plan.py", "taco/summary.py", "taco/wheel.py"),
+        ("test_taco.py", "test_taco_summary.py"),
+    ),
+    "plan": (("plan.py",), ("test_plan_is_launch.py", "test_edges_inputs.py", "test_cli.py")),
+}
+
+_SURVIVOR = re.compile(
+    r"^\s*(?P<name>entrypoint\.\S+): (?P<status>survived|no tests|suspicious|not checked|segfault)\s*$"
+)
+
+
+def _config(files: tuple[str, ...], tests: tuple[str, ...]) -> str:
+    """The checkout's pyproject.toml with its `[tool.mutmut]` table narrowed to `files` and `tests`."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    head = text.split("\n[tool.mutmut]\n", 1)[0]
+    present = [f"tests/unit/{t}" for t in tests if (REPO / "tests" / "unit" / t).is_file()]
+    table = {
+        "source_paths": ["entrypoint"],
+        "only_mutate": [f"entrypoint/{f}" for f in files],
+        "pytest_add_cli_args_test_selection": present,
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-x", "-W", "ignore"],
+    }
+    lines = [f"{key} = {json.dumps(value)}" for key, value in table.items()]
+    return head.rstrip("\n") + "\n\n[tool.mutmut]\n" + "\n".join(lines) + "\n"
+
+
+def _prepare(name: str) -> Path:
+    files, tests = MODULES[name]
+    folder = WORK / name.replace("/", "-")
+    folder.mkdir(parents=True, exist_ok=True)
+    for link in ("entrypoint", "tests"):
+        path = folder / link
+        if not path.is_symlink():
+            path.symlink_to(REPO / link)
+    config = _config(files, tests)
+    target = folder / "pyproject.toml"
+    if not target.is_file() or target.read_text(encoding="utf-8") != config:
+        target.write_text(config, encoding="utf-8")
+    return folder
+
+
+def _summary(name: str, folder: Path, mutmut: str) -> str:
+    """Score and survivors from `mutmut results --all`."""
+    done = subprocess.run([mutmut, "results", "--all", "true"], cwd=folder, capture_output=True, text=True, check=False)
+    counts: dict[str, int] = {}
+    left: list[str] = []
+    for line in done.stdout.splitlines():
+        parts = line.strip().rsplit(": ", 1)
+        if len(parts) != 2 or not parts[0].startswith("entrypoint."):
+            continue
+        counts[parts[1]] = counts.get(parts[1], 0) + 1
+        if _SURVIVOR.match(line):
+            left.append(line.strip())
+    total = sum(counts.values())
+    killed = sum(counts.get(k, 0) for k in ("killed", "timeout", "caught by type check"))  # a hang is noticed too
+    score = f"{100 * killed / total:.1f}%" if total else "-"
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return "\n".join([f"{name}: {killed}/{total} killed ({score}); {detail}", *left]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/mutation", description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"modules to run (default: all): {', '.join(MODULES)}")
+    parser.add_argument("--list", action="store_true", help="print each module's files and tests, run nothing")
+    parser.add_argument("--summary", action="store_true", help="print the last results of each module, run nothing")
+    parser.add_argument("--fresh", action="store_true", help="forget a module's earlier results (after new tests)")
+    parser.add_argument("--max-children", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    chosen = args.modules or list(MODULES)
+    if args.list:
+        for name in chosen:
+            files, tests = MODULES[name]
+            print(f"{name}: {' '.join(files)}  <-  {' '.join(tests)}")
+        return 0
+    mutmut = str(Path(sys.executable).with_name("mutmut"))
+    status = 0
+    for name in chosen:
+        folder = _prepare(name)
+        if args.fresh and not args.summary:
+            shutil.rmtree(folder / "mutants", ignore_errors=True)
+        if not args.summary:
+            run = subprocess.run([mutmut, "run", "--max-children", str(args.max_children)], cwd=folder, check=False)
+            status = status or run.returncode
+        text = _summary(name, folder, mutmut)
+        (folder / "summary.txt").write_text(text, encoding="utf-8")
+        print(text, end="")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
