@@ -41,14 +41,14 @@ from entrypoint.fabric.nccl_debug import DEBUG_VARIABLES, debug_env
 from entrypoint.inspect.assets import inspect_assets
 from entrypoint.inspect.batch import check_batch
 from entrypoint.inspect.environment import EnvPlan, flight_recorder_env, node_datasets_cache, training_env
-from entrypoint.inspect.mounts import mount_table
+from entrypoint.inspect.mounts import Mount, mount_table
 from entrypoint.inspect.openpi import TRAINER_SCRIPT, TrainerFlags
 from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, transformers_dir
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
 from entrypoint.inspect.seal import Seal, SealRole, plan_seal
 from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
-from entrypoint.inspect.storage_probe import StorageProbe
+from entrypoint.inspect.storage_probe import StorageProbe, mounts_touched
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
 from entrypoint.taco.plan import TacoPlan, plan_taco
 
@@ -309,10 +309,17 @@ class Plan:
     inherited: dict[str, str] = field(repr=False)
     stated: StatedShape | None = None  # `check --assets`: the job shape the user states (the dev machine is no node)
     seal: Seal = field(default_factory=lambda: Seal(SealRole.NONE))  # node 0 seals its dataset verdict for the others
+    storage: StorageProbe = field(default_factory=lambda: StorageProbe(None, 0))  # CFS mounts probed (and watched)
 
     @property
     def scope(self) -> Scope:
         return Scope.NODE if self.stated is None else Scope.ASSETS
+
+    @property
+    def watched_mounts(self) -> list[Mount]:
+        """The CFS mounts holding the checkpoint and log folders, which `run` keeps probing while training runs."""
+        folders = [self.settings.experiment_dir, self.settings.path("log_dir")]
+        return mounts_touched(folders, self.storage.mounts)
 
     @property
     def command(self) -> list[str]:
@@ -353,6 +360,7 @@ class Plan:
             "taco": self.taco.to_json(),
             "settings": self.settings.to_json(),
             "dataset_seal": self.seal.to_json(),
+            "storage": {"probed": self.storage.to_json(), "watched": [m.point for m in self.watched_mounts]},
         }
         if with_command:
             data["command"] = self.command
@@ -759,4 +767,6 @@ def build_plan(
     )
     if stated is not None:
         findings = assets_findings(findings, settings, inherited)
-    return Plan(settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited, stated, seal)
+    return Plan(
+        settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited, stated, seal, probe
+    )

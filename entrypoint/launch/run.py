@@ -24,13 +24,13 @@ from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.messages import Catalogue, Lang, language
 from entrypoint.core.report import command_line, health_summary, problem_block
-from entrypoint.core.settings import PreflightMode
+from entrypoint.core.settings import PreflightMode, StallAction
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect import seal
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
 from entrypoint.inspect.resume import ResumeAction, set_aside
-from entrypoint.inspect.storage_probe import StorageNotAnswering
+from entrypoint.inspect.storage_probe import Answer, StorageNotAnswering
 from entrypoint.launch import flight_recorder
 from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
@@ -41,6 +41,7 @@ from entrypoint.launch.rendezvous_wait import wait_for_master
 from entrypoint.launch.restarts import Attempts
 from entrypoint.launch.saves import SaveWatch
 from entrypoint.launch.stall_exchange import Exchange
+from entrypoint.launch.storage_watch import StorageWatch
 from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
 from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import MemlockIntent, Plan, build_plan
@@ -79,6 +80,9 @@ RUN = Catalogue(
         ),
     },
 )
+
+
+STORAGE_GIVE_UP_S = 300.0  # without VLA_STALL_TIMEOUT: how long a CFS may not answer before the job is ended
 
 
 class OutcomeClass(StrEnum):
@@ -120,17 +124,30 @@ def run(host: Host, flags: Mapping[str, object], console: TextIO | None = None) 
             try:
                 files.log.parent.mkdir(parents=True, exist_ok=True)
                 out.file = closing.enter_context(open(files.log, "ab"))
+                closing.callback(out.close_file, plan.settings.storage_timeout)  # before the file is closed
                 record.path = files.record
             except OSError as error:  # the folder changed since the plan looked: an outcome, not a decision
                 say(out, lang, "log-open-failed", detail=f"{files.log}: {error.strerror}")
         return _run(plan, out, record, lang)
 
 
-def local_record_path(host: Host, clock: float) -> Path:
-    """Where a node's start-up record goes when the log folder's storage does not answer: this node's own disk."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock))
-    node = "".join(c for c in host.env.get("RANK", "0") if c.isdigit())[:6] or "0"
-    return Path(tempfile.gettempdir()) / "vla-entrypoint" / f"node{node}-{stamp}-{os.getpid()}.json"
+def _record_locally(
+    record: StartupRecord, node: str, code: int, cause: str, answer: Answer, out: Tee, lang: Lang
+) -> None:
+    """The log folder's CFS does not answer: this node's start-up record goes to its own disk, and the console
+    says where."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(record.started_at))
+    node = "".join(c for c in node if c.isdigit())[:6] or "0"
+    record.path = Path(tempfile.gettempdir()) / "vla-entrypoint" / f"node{node}-{stamp}-{os.getpid()}.json"
+    record.claimed = True  # a new name of its own: nothing to claim
+    outcome = {"exit_code": code, "class": OutcomeClass.STORAGE_NOT_ANSWERING.value, "root_cause": cause}
+    record.data["outcome"] = {**outcome, "storage": answer.to_json()}
+    try:
+        record.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    record.write()
+    line(out, lang, RUN("record-local", path=str(record.path)))
 
 
 def _storage_not_answering(
@@ -138,20 +155,32 @@ def _storage_not_answering(
 ) -> int:
     """A CFS mount did not answer before anything started: say so, and record it on the node's own disk."""
     out.write(problem_block(stalled) + "\n")
-    record.path = local_record_path(host, record.started_at)
-    record.data["outcome"] = {
-        "exit_code": int(stalled.exit_code),
-        "class": OutcomeClass.STORAGE_NOT_ANSWERING.value,
-        "root_cause": stalled.what.en,
-        "storage": stalled.answer.to_json(),
-    }
-    try:
-        record.path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return int(stalled.exit_code)
-    record.write()
-    line(out, lang, RUN("record-local", path=str(record.path)))
-    return int(stalled.exit_code)
+    code = int(stalled.exit_code)
+    _record_locally(record, host.env.get("RANK", "0"), code, stalled.what.en, stalled.answer, out, lang)
+    return code
+
+
+def _watch_storage(plan: Plan, supervisor: Supervisor, record: StartupRecord, out: Tee, lang: Lang) -> StorageWatch:
+    """Keep probing the CFS mounts of the checkpoint and log folders while training runs; when one has not answered
+    for the stall bound (stall action fail), end the job with 124 from the watch's thread: the launcher's other
+    threads may be waiting on that storage themselves."""
+    settings = plan.settings
+
+    def give_up(answer: Answer, seconds: float) -> None:
+        if supervisor.tree is not None:
+            supervisor.tree.kill()
+        cause = f"CFS not answering at {answer.mount.point} for {seconds:.0f} s"
+        _record_locally(record, str(plan.topology.node_rank), int(ExitCode.STALLED), cause, answer, out, lang)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os._exit(ExitCode.STALLED)
+
+    timeout = float(settings.storage_timeout)
+    limit = float(settings.stall_timeout or STORAGE_GIVE_UP_S)
+    give_up_after = limit if settings.stall_action is StallAction.FAIL else None
+    watch = StorageWatch(plan.watched_mounts, timeout, timeout, give_up_after, out, lang, give_up)
+    supervisor.storage_cause = watch.cause
+    return watch
 
 
 def _ended_early(record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
@@ -295,6 +324,8 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank),
         exchange,
     )
+    watch = _watch_storage(plan, supervisor, record, out, lang)
+    watch.start()
     try:
         with record.phase("training"):
             code = supervisor.run()
@@ -303,6 +334,12 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         finding = failed("trainer.torchrun", what, RUN("start-failed-fix"), failure.program)
         health_summary([finding], RUN("start-heading").en, lang, out)
         return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+    finally:
+        watch.stop()
+    if watch.stalled is not None and (cause := watch.cause()) is not None:  # the record cannot go to the log folder
+        line(out, lang, cause)
+        _record_locally(record, str(topo.node_rank), code, cause.en, watch.stalled, out, lang)
+        return code
     return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -64,11 +65,33 @@ class Reader(Protocol):
 
 class Tee(io.TextIOBase, TextIO):  # TextIO: anything that prints may be given it
     """Text written here (the launcher's own lines, masked) goes to the console and, once opened, to the node's log
-    file; `write_bytes` relays training's output as given."""
+    file; `write_bytes` relays training's output as given.
+
+    The log file lives on CFS, which may stop answering: it is written by a thread of its own through a bounded
+    queue, so that neither the console nor training (whose output the relay must keep draining) ever waits for
+    the storage. While the file does not keep up, what does not fit in the queue is left out of the file and
+    counted (`dropped`); `close` waits for the file at most `close_wait_s`."""
+
+    QUEUE_CHUNKS = 4096  # training's output in 64 KiB reads: up to 256 MiB waiting for a slow file
 
     def __init__(self, console: TextIO) -> None:
         self.console: TextIO | None = console
-        self.file: BinaryIO | None = None
+        self._file: BinaryIO | None = None
+        self._queue: queue.Queue[bytes | None] = queue.Queue(self.QUEUE_CHUNKS)
+        self._writer: threading.Thread | None = None
+        self.dropped = 0
+
+    @property
+    def file(self) -> BinaryIO | None:
+        return self._file
+
+    @file.setter
+    def file(self, handle: BinaryIO | None) -> None:
+        """Start writing the node log to `handle` (from its own thread)."""
+        self._file = handle
+        if handle is not None and self._writer is None:
+            self._writer = threading.Thread(target=self._write_file, name="node-log", daemon=True)
+            self._writer.start()
 
     def write(self, text: str) -> int:
         shown = mask_text(text)
@@ -88,6 +111,16 @@ class Tee(io.TextIOBase, TextIO):  # TextIO: anything that prints may be given i
         self._to_console(relay)
         self._to_file(data)
 
+    def close_file(self, wait_s: float) -> bool:
+        """Let the writer finish what is queued, within `wait_s`; False when the file did not keep up (its storage
+        is not answering): the thread is then left behind."""
+        if self._writer is None:
+            return True
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=wait_s)
+        self._writer.join(timeout=wait_s)
+        return not self._writer.is_alive()
+
     def _to_console(self, write: Callable[[TextIO], object]) -> None:
         """A console that is gone (closed pipe, full disk behind a redirect) is dropped: training and the node log
         go on, since the job must not die because nobody is reading its output."""
@@ -100,15 +133,25 @@ class Tee(io.TextIOBase, TextIO):  # TextIO: anything that prints may be given i
             self.console = None
 
     def _to_file(self, data: bytes) -> None:
-        """A node log that can no longer be written (CFS full or gone) is dropped the same way; the console and the
-        start-up record remain."""
-        if self.file is None:
+        if self._file is None:
             return
         try:
-            self.file.write(data)
-            self.file.flush()
-        except (OSError, ValueError):
-            self.file = None
+            self._queue.put_nowait(data)
+        except queue.Full:
+            self.dropped += len(data)
+
+    def _write_file(self) -> None:
+        """The node log's own thread. A file that can no longer be written (CFS full or gone) is dropped the same
+        way as a console; the console and the start-up record remain."""
+        while (data := self._queue.get()) is not None:
+            handle = self._file
+            if handle is None:
+                continue
+            try:
+                handle.write(data)
+                handle.flush()
+            except (OSError, ValueError):
+                self._file = None
 
 
 class Supervisor:
@@ -142,6 +185,8 @@ class Supervisor:
         self._peer_check_at = 0.0
         self.exchange = exchange
         self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
+        # Set by `run`: the cause when the CFS the job writes to is not answering now (`storage_watch.py`).
+        self.storage_cause: Callable[[], Text | None] | None = None
         self._said_no_recorder = False
         self._started_epoch = time.time()
         self._request_check_at = 0.0
@@ -378,6 +423,14 @@ class Supervisor:
         say(self.out, self.lang, "stall", silent=f"{silent:.0f}", limit=f"{limit:.0f}")
         for output in list(self.tail.lines)[-20:] if self.tail else []:
             self.out.write(f"  | {output}\n")
+        storage = self.storage_cause() if self.storage_cause is not None else None
+        if storage is not None:  # the ranks wait for the storage: no rank to blame, and no restart could save
+            line(self.out, self.lang, storage)
+            self.culprit_line = storage
+            self.stall = {"silent_s": round(silent, 1), "limit_s": round(limit, 1), "storage": storage.en}
+            if self.stall_action is StallAction.FAIL:
+                self._end_stalled()
+            return
         request = self.exchange.ask_others() if self.exchange is not None else None
         diagnosis = self._diagnose()
         found = self._name_culprit(diagnosis, silent, request) if self.exchange is not None else {}

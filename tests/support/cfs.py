@@ -161,7 +161,18 @@ def _serve(argv: list[str]) -> None:
     stop = threading.Event()
     threading.Thread(target=ops.serve_counts, args=(stop,), daemon=True).start()
     try:
-        FUSE(ops, args.mountpoint, foreground=True, nothreads=False, fsname=FS_NAME)
+        # No attribute or lookup caching in the kernel: every lookup is a request, as on NFS without its cache, so that
+        # request counts are exact and do not depend on timing.
+        FUSE(
+            ops,
+            args.mountpoint,
+            foreground=True,
+            nothreads=False,
+            fsname=FS_NAME,
+            attr_timeout=0,
+            entry_timeout=0,
+            negative_timeout=0,
+        )
     finally:
         stop.set()
 

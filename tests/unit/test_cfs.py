@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -54,8 +55,7 @@ def finish(process: subprocess.Popen[str], bound: float) -> tuple[int, str, floa
     try:
         out, _ = process.communicate(timeout=bound)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
+        process.kill()  # a process blocked on the stand-in is freed when the fixture lets the storage answer
         pytest.fail(f"still running after {bound} s")
     return process.returncode, out, time.monotonic() - started
 
@@ -205,3 +205,52 @@ def test_a_workers_requests_do_not_grow_with_the_episodes(world, cfs, tmp_path):
         assert dataset_check(world, 1)["seal"]["trusted"]
         counts.append(sum((cfs.counts() - before).values()))
     assert counts[0] == counts[1]
+
+
+# --- during training ---------------------------------------------------------------------------------------------
+
+
+def wait_for_line(process: subprocess.Popen[str], text: str, bound: float) -> str:
+    """The output up to the first line containing `text`, read as it comes (the process must print it in time)."""
+    seen: list[str] = []
+    deadline = time.monotonic() + bound
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        got = process.stdout.readline()
+        if not got:
+            break
+        seen.append(got)
+        if text in got:
+            return "".join(seen)
+    process.kill()
+    pytest.fail(f"no line with {text!r} within {bound} s: {''.join(seen)[-2000:]}")
+
+
+def test_a_cfs_that_stops_answering_during_training_is_named_and_ends_the_job(world, cfs):
+    on_cfs(world, cfs)
+    env = {**world.env, "VLA_DEVICE": "cpu", "FAKE_TORCHRUN_BLOCK": "1", "VLA_STORAGE_TIMEOUT": "1"}
+    process = world.spawn(("run",), {**env, "VLA_STALL_TIMEOUT": "6", "VLA_MAX_RESTARTS": "0"})
+    before = wait_for_line(process, "fake-torchrun: waiting", 60)
+    cfs.stall()  # a checkpoint save or a log write from now on waits for the storage
+    stalled_at = time.monotonic()
+    named = wait_for_line(process, f"CFS not answering at {cfs.mountpoint}", 5)  # two probe intervals
+    # At the stall bound the job ends, blaming no rank: by the watchdog (naming the storage as the cause) or, when
+    # the launcher's own loop waits on the storage, by the storage watch itself.
+    ending = wait_for_line(process, f"CFS not answering at {cfs.mountpoint} for", 6 + SLACK_S)
+    assert time.monotonic() - stalled_at < 6 + SLACK_S
+    # A FUSE request the daemon has taken waits uninterruptibly (an NFS hard mount's would be killable): let the
+    # storage answer so that the launcher's threads waiting on it, and so the process, can end.
+    cfs.answer()
+    code, after, _ = finish(process, 30)
+    out = before + named + ending + after
+    assert code == 124, out
+    assert "CFS 无响应" in out and "culprit" not in out
+    local = Path(out.split("own disk instead: ")[1].split(" ")[0])
+    try:
+        record = json.loads(local.read_text())
+        assert record["outcome"]["class"] == "storage-not-answering" and record["outcome"]["exit_code"] == 124
+    finally:
+        local.unlink()

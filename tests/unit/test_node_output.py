@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 
 from entrypoint.launch.supervisor import Tee
@@ -28,6 +29,7 @@ def test_a_closed_console_leaves_the_node_log_complete(tmp_path: Path) -> None:
         tee.file = log
         tee.write("vla-entrypoint: start command: torchrun ...\n")
         tee.write_bytes(b"step=10 loss=0.9\n")
+        assert tee.close_file(5)
     assert tee.console is None
     assert (tmp_path / "node.log").read_bytes() == b"vla-entrypoint: start command: torchrun ...\nstep=10 loss=0.9\n"
 
@@ -38,5 +40,31 @@ def test_a_full_log_leaves_the_console_going() -> None:
     tee.file = FullLog()
     tee.write("first\n")
     tee.write_bytes(b"second\n")
+    assert tee.close_file(5)
     assert tee.file is None
     assert console.getvalue() == "first\nsecond\n"
+
+
+class StalledLog(io.BytesIO):
+    """A node log on a CFS that stopped answering: every write waits until `answer` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = threading.Event()
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.answer.wait(30)
+        return super().write(data)
+
+
+def test_a_stalled_log_never_holds_up_the_console_or_training() -> None:
+    console = io.StringIO()
+    tee = Tee(console)
+    log = StalledLog()
+    tee.file = log
+    for n in range(Tee.QUEUE_CHUNKS + 10):  # far more than the queue holds: the relay must never wait
+        tee.write_bytes(b"step=%d loss=0.9\n" % n)
+    assert console.getvalue().count("loss=0.9") == Tee.QUEUE_CHUNKS + 10
+    assert tee.dropped > 0
+    assert not tee.close_file(0.2)  # the file did not keep up: the writer is left behind, the launcher goes on
+    log.answer.set()
