@@ -182,29 +182,46 @@ def read_ends_of(paths: Sequence[str], head: int, tail: int = 0) -> list[Ends | 
 
 
 def _read_run(paths: Sequence[str], head: int, tail: int) -> list[Ends | FileRefused]:
-    """`read_ends_of` for `paths` in one tight loop."""
+    """`read_ends_of` for `paths` in one tight loop. Each folder is opened once and its files opened relative to it:
+    on a network file system a path is looked up one component at a time, and the folder's part of that walk
+    would otherwise be repeated for every file in it."""
     found: list[Ends | FileRefused] = []
     append, open_, pread, lseek, close = found.append, os.open, os.pread, os.lseek, os.close
-    for path in paths:
-        try:
-            fd = open_(path, _FLAGS | _noatime)
-        except OSError:
+    folder, folder_fd = None, None
+    try:
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            if parent != folder:
+                if folder_fd is not None:
+                    close(folder_fd)
+                    folder_fd = None
+                folder = parent
+                try:
+                    folder_fd = open_(parent or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                except OSError:
+                    folder_fd = None  # each file by its whole path: the error is then the file's own
             try:
-                fd = _open(path)
+                fd = open_(name, _FLAGS | _noatime, dir_fd=folder_fd) if folder_fd is not None else _open(path)
+            except OSError:
+                try:
+                    fd = _open(path)
+                except OSError as error:
+                    append(refusal(path, error))
+                    continue
+            try:
+                first = pread(fd, head, 0)
+                if len(first) < head:
+                    append(Ends(len(first), first, first[-tail:] if tail else b""))
+                else:
+                    size = lseek(fd, 0, os.SEEK_END)
+                    append(Ends(size, first, pread(fd, tail, size - tail) if tail else b""))
             except OSError as error:
                 append(refusal(path, error))
-                continue
-        try:
-            first = pread(fd, head, 0)
-            if len(first) < head:
-                append(Ends(len(first), first, first[-tail:] if tail else b""))
-            else:
-                size = lseek(fd, 0, os.SEEK_END)
-                append(Ends(size, first, pread(fd, tail, size - tail) if tail else b""))
-        except OSError as error:
-            append(refusal(path, error))
-        finally:
-            close(fd)
+            finally:
+                close(fd)
+    finally:
+        if folder_fd is not None:
+            close(folder_fd)
     return found
 
 

@@ -69,8 +69,14 @@ class _Loopback:
         attrs = {key.replace("_ns", ""): getattr(st, key) for key in keys}
         return attrs
 
-    def readdir(self, path: str, fh: int) -> list[str]:
-        return [".", "..", *self._call("readdir", os.listdir, self._real(path))]
+    def readdir(self, path: str, fh: int) -> list[str | tuple[str, int, int]]:
+        """Names with their file types, as an NFS server's READDIRPLUS gives them."""
+
+        def listing(folder: str) -> list[tuple[str, int, int]]:
+            with os.scandir(folder) as found:
+                return [(entry.name, entry.stat(follow_symlinks=False).st_mode, 0) for entry in found]
+
+        return [".", "..", *self._call("readdir", listing, self._real(path))]
 
     def readlink(self, path: str) -> str:
         return str(self._call("readlink", os.readlink, self._real(path)))
