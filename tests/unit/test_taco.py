@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -494,6 +495,24 @@ def test_activation_failures_are_warnings_in_auto_mode(tmp_path, wheels, kind, t
     assert "WARN [taco.activate]" in out and text in out
     assert text in activation.finding.message.en, activation.finding.message.en
     assert "TACO_TRAIN_FEATURES" not in activation.env and activation.env["PYTHONPATH"] == "/old/path"
+
+
+@pytest.mark.parametrize(
+    "mode, status, code", [("auto", "warn", 3), ("on", "fail", 2)], ids=["auto-warns", "on-exits-2"]
+)
+def test_a_malformed_proxy_variable_is_a_misspecified_job_not_a_network_error(
+    tmp_path, wheels, monkeypatch, mode, status, code
+):
+    for name in ("http_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("https_proxy", "http://proxy.example:abc")
+    started = time.monotonic()
+    _, activation, out = activate(tmp_path, f"https://objects.example/taco/{wheels['native'].name}", mode)
+    assert time.monotonic() - started < 5  # never retried (the start-up download waits 2 + 4 + 8 s between tries)
+    finding = activation.finding
+    assert activation.status == "failed" and (finding.status.value, finding.exit_code) == (status, code)
+    assert finding.where == "https_proxy" and "nonnumeric port" in finding.message.en
+    assert "Write https_proxy as http://host:port" in out
 
 
 def test_an_unusable_temp_folder_is_a_finding_not_a_traceback(tmp_path, wheels):
