@@ -180,7 +180,9 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     record.data["taco"] = taco.to_json()
     if taco.finding is not None and taco.finding.status is Status.FAIL:
         health_summary([taco.finding], M("taco-heading").en, lang, out)
-        return _ended_early(record, taco.finding.exit_code, OutcomeClass.PREFLIGHT_FAILED)
+        misspecified = taco.finding.exit_code == ExitCode.JOB_MISSPECIFIED
+        failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
+        return _ended_early(record, taco.finding.exit_code, failed_as)
     if launch.wait_for_master is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
             master = wait_for_master(launch.wait_for_master, out, lang)

@@ -672,3 +672,13 @@ def test_stand_in_wheel_tag_defaults_to_this_interpreter(tmp_path):
     wheel = build_wheel(tmp_path)
     assert wheel.name == f"taco_train-0.1.0+standin-{interpreter_tag()}.whl"
     assert tags.Tag(*interpreter_tag().split("-")) in set(tags.sys_tags())
+
+
+def test_a_malformed_proxy_ends_a_taco_on_run_as_a_misspecified_job(world):
+    wheel = "https://objects.example/taco/taco_train-0.1.0-py3-none-any.whl"
+    env = {"VLA_TACO": "on", "VLA_TACO_WHEEL": wheel, "https_proxy": "http://proxy.example:abc", "VLA_LANG": "en"}
+    result = world.cli("run", env=env)
+    assert result.code == 2 and "FAIL  taco.activate" in result.out and "Traceback" not in result.text, result.text
+    assert "Write https_proxy as http://host:port" in result.out and "start command:" not in result.out
+    (record,) = [p for p in (world.assets / "logs").glob("*-node0-*.json") if ".error" not in p.name]
+    assert json.loads(record.read_text())["outcome"] == {"exit_code": 2, "class": "job-misspecified"}
