@@ -171,7 +171,10 @@ MESSAGES = Catalogue(
             "(未启动 torchrun)",
         ),
         # a worker node's wait for node 0 (launch/rendezvous_wait.py)
-        "master-heading": ("node 0 (MASTER_ADDR)", "0 号节点(MASTER_ADDR)"),
+        "master-heading": (
+            "node {rank} waiting for node 0 ({variable}={addr}, port {port})",
+            "第 {rank} 个节点等待 0 号节点({variable}={addr},端口 {port})",
+        ),
         "master-resolving": (
             "waiting for {variable} {addr} to resolve ({waited} s of {bound} s): {error}",
             "等待 {variable} {addr} 可解析(已等 {waited} 秒,最多 {bound} 秒):{error}",

@@ -172,7 +172,6 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
         say(out, lang, "already-finished", step=plan.resume.step)
         return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
-    say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
     with record.phase("taco"):
@@ -183,12 +182,14 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         misspecified = taco.finding.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
         return _ended_early(record, taco.finding.exit_code, failed_as)
-    if launch.wait_for_master is not None:  # a worker node: node 0 must answer before any torchrun starts here
+    target = launch.wait_for_master
+    if target is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
-            master = wait_for_master(launch.wait_for_master, out, lang)
+            master = wait_for_master(target, out, lang)
         record.data["master"] = master.to_json()
         if master.finding is not None:
-            health_summary([master.finding], M("master-heading").en, lang, out)
+            fields = {"variable": target.variable, "addr": target.addr, "port": target.port}
+            health_summary([master.finding], M("master-heading", rank=topo.node_rank, **fields).en, lang, out)
             return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     env = taco.env
     if launch.preflight is not PreflightMode.OFF:
@@ -213,6 +214,8 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if problem is not None:
         prefix = flight_recorder.locations(env)[0]
         line(out, lang, RUN("fr-dir-failed", prefix=str(prefix), error=problem.strerror or problem))
+    # torchrun starts now, nothing can end the run before it: the line and the record's launch moment go together
+    say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.data["process_age_at_launch_s"] = process_age_s()  # process start (python included) -> torchrun exec
     record.write()
