@@ -61,7 +61,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Protocol, TextIO, TypeAlias
 
-from entrypoint.core.masking import safe_url
+from entrypoint.core.masking import mask_text, safe_url
 from entrypoint.core.messages import Lang, Text, render
 from entrypoint.net.messages import MESSAGES as M
 from entrypoint.net.source import (
@@ -518,12 +518,14 @@ class _Transfer:
             response: http.client.HTTPResponse = self.opener.open(request, timeout=timeout)
         except (http.client.InvalidURL, ValueError) as error:
             variable = _route(self.url)[1]
-            shown = safe_url(self.url)
+            shown, problem = safe_url(self.url), mask_text(str(error))[:200]  # the words may quote a password
             if variable is None:
-                what = M("url-malformed", source=shown, problem=str(error)[:200])
+                userinfo = "@" in urllib.parse.urlsplit(self.url).netloc
+                said: Text | str = M("url-userinfo", error=problem) if userinfo else problem
+                what = M("url-malformed", source=shown, problem=said)
                 raise DownloadError(FailureKind.SCHEME, what, shown, M("url-malformed-fix")) from None
             proxy = safe_url(os.environ.get(variable, ""))
-            what = M("proxy-malformed", variable=variable, proxy=proxy, source=shown, problem=str(error)[:200])
+            what = M("proxy-malformed", variable=variable, proxy=proxy, source=shown, problem=problem)
             fix = M("proxy-malformed-fix", variable=variable)
             raise DownloadError(FailureKind.SCHEME, what, variable, fix) from None
         return response

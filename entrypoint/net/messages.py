@@ -29,6 +29,11 @@ MESSAGES = Catalogue(
             "IPv6 地址两侧的方括号不匹配",
         ),
         "url-characters": ("it contains spaces or control characters", "其中含有空格或控制字符"),
+        "url-userinfo": (
+            "a user name or password in the address (user:password@host) is not sent by downloads ({error}); use a "
+            "pre-signed URL, a proxy variable, or a local file",
+            "下载不会发送地址中的用户名或密码(user:password@host)({error});请改用预签名 URL、代理变量或本地文件",
+        ),
         "plain-http": ("{source} is plain http: downloads are https-only", "{source} 使用明文 http:下载仅允许 https"),
         "plain-http-fix": (
             "Use an https URL, or explicitly allow http for a trusted network.",
