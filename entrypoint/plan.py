@@ -47,7 +47,14 @@ from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, trans
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
 from entrypoint.inspect.seal import Seal, SealRole, plan_seal
-from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
+from entrypoint.inspect.storage import (
+    cache_demand,
+    check_assets_root,
+    check_checkpoint_storage,
+    check_datasets_cache,
+    datasets_cache_dir,
+    writable,
+)
 from entrypoint.inspect.storage_probe import StorageProbe, mounts_touched
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
 from entrypoint.taco.plan import TacoPlan, plan_taco
@@ -701,11 +708,16 @@ def build_plan(
     resume = decide_resume(settings)
     root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings])
     findings += root.findings
-    findings += check_checkpoint_storage(settings, resume.step, assets.weights_bytes, root)
     env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home, topology.node_rank)
-    if settings.dataset_repo_id is not None:  # where the training processes will build it
+    training, cache = env_plan.apply(inherited), None
+    reads_dataset = settings.dataset_repo_id is not None  # then training builds a datasets cache before its first step
+    if reads_dataset and not root.covers(datasets_cache_dir(training)):
+        node_folders = [node_datasets_cache(settings, rank) for rank in range(topology.nnodes)]
+        cache = cache_demand(training, assets.dataset_bytes, node_folders, topology.node_rank)
+    findings += check_checkpoint_storage(settings, resume.step, assets.weights_bytes, root, cache)
+    if reads_dataset:  # where the training processes will build it
         cache_default = node_datasets_cache(settings, topology.node_rank)
-        findings += check_datasets_cache(env_plan.apply(inherited), assets.dataset_bytes, cache_default, root)
+        findings += check_datasets_cache(training, assets.dataset_bytes, cache_default, root)
     fabric = plan_fabric(host, topology)
     findings += fabric.findings
     env_plan.set.update(fabric.env_set)

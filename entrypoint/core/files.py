@@ -4,8 +4,10 @@ Before a file is opened it is stat-ed, or seen as a regular file in a directory 
 followed: Hugging Face caches and hand-staged trees are made of links), and anything but a regular file is refused
 unopened: a FIFO would block its reader forever, a device may act when opened. The open itself is non-blocking (a
 FIFO swapped in after the stat cannot block either, and reading one fails) and asks the kernel not to touch the
-access time where it allows that; reads are `pread`s of a bounded number of bytes. A refusal is a `FileRefused`
-naming its `Problem`; callers put it in their own words.
+access time where it allows that; a file opened whole (`Opened`, `read_all`, `read_text`) is checked again once
+open, so nothing but a regular file is ever read from; reads are `pread`s of a bounded number of bytes, and a file
+read whole that turns out longer than its limit (it grew since it was measured) is refused too. A refusal is a
+`FileRefused` naming its `Problem`; `describe` puts it in words (callers with a context of their own use theirs).
 """
 
 from __future__ import annotations
@@ -19,6 +21,37 @@ from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
+from entrypoint.core.messages import Catalogue, Text
+
+MESSAGES = Catalogue(
+    "core",
+    {
+        "file-missing": ("nothing is there", "该路径下没有任何文件"),
+        "file-directory": ("it is a folder", "它是文件夹"),
+        "file-fifo": (
+            "it is a FIFO (named pipe): never read, reading it could block forever",
+            "它是 FIFO(命名管道):不会读取,读取可能永远阻塞",
+        ),
+        "file-special": ("it is a device or socket, not a regular file", "它是设备或套接字,不是普通文件"),
+        "file-dangling": (
+            "it is a symbolic link to {target}, which is missing",
+            "它是指向 {target} 的符号链接,但链接目标缺失",
+        ),
+        "file-loop": ("it is a loop of symbolic links", "它是循环的符号链接"),
+        "file-name-too-long": (
+            "the path is too long for the file system (a name over 255 bytes, or over 4095 in all)",
+            "路径超出文件系统的长度限制(单个名称超过 255 字节,或总长超过 4095 字节)",
+        ),
+        "file-too-big": (
+            "it is {size} bytes; a file like this is at most {limit} bytes",
+            "文件大小为 {size} 字节;此类文件最多 {limit} 字节",
+        ),
+        "file-not-utf8": ("it is not UTF-8 text ({error})", "它不是 UTF-8 文本({error})"),
+        "file-os-error": ("the system refused: {error}", "系统拒绝访问:{error}"),
+    },
+)
+
+TEXT_LIMIT = 256 << 10  # a job file or manifest is a few KB
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _PROBE = 64  # files read in turn before `read_ends_of` judges the storage
 _SLOW_S = 30e-6  # a file's read from a warm cache takes under 10 µs; from a disk or a network, far more
@@ -39,6 +72,7 @@ class Problem(StrEnum):
     NAME_TOO_LONG = "name-too-long"
     PERMISSION_DENIED = "permission-denied"
     TOO_BIG = "too-big"
+    NOT_UTF8 = "not-utf8"
     OS_ERROR = "os-error"
 
 
@@ -226,15 +260,62 @@ def _read_run(paths: Sequence[str], head: int, tail: int) -> list[Ends | FileRef
 
 
 def read_all(path: str | Path, limit: int) -> bytes:
-    """Every byte of the regular file `path`, which must be at most `limit` bytes long. Raises `FileRefused`."""
+    """Every byte of the regular file `path`, which must be at most `limit` bytes long (also when it grows while it
+    is read). Raises `FileRefused`."""
     with Opened(path) as opened:
         if opened.size > limit:
             raise FileRefused(path, Problem.TOO_BIG, size=opened.size, limit=limit)
-        return opened.read(0, opened.size)
+        data = opened.pread(0, opened.size + 1)
+        while opened.size < len(data) <= limit:  # it grew since it was measured: on to its end, or past the limit
+            block = opened.pread(len(data), min(1 << 16, limit + 1 - len(data)))
+            if not block:
+                break
+            data += block
+    if len(data) > limit:
+        raise FileRefused(path, Problem.TOO_BIG, size=len(data), limit=limit)
+    return data
+
+
+def read_text(path: str | Path, limit: int = TEXT_LIMIT) -> str:
+    """The UTF-8 text of the regular file `path` (a job file, a manifest: someone wrote it), at most `limit` bytes.
+    Raises `FileRefused` (problem `not-utf8` for bytes that are not UTF-8)."""
+    data = read_all(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise FileRefused(path, Problem.NOT_UTF8, str(error)) from None
+
+
+def describe(refused: FileRefused) -> Text:
+    """Why a file was not read, in words that follow its path ("cannot read …: it is a folder")."""
+    match refused.problem:
+        case Problem.MISSING:
+            return MESSAGES("file-missing")
+        case Problem.FOLDER:
+            return MESSAGES("file-directory")
+        case Problem.FIFO:
+            return MESSAGES("file-fifo")
+        case Problem.DEVICE | Problem.SOCKET:
+            return MESSAGES("file-special")
+        case Problem.DANGLING_LINK:
+            return MESSAGES("file-dangling", target=refused.detail)
+        case Problem.LINK_LOOP:
+            return MESSAGES("file-loop")
+        case Problem.NAME_TOO_LONG:
+            return MESSAGES("file-name-too-long")
+        case Problem.TOO_BIG:
+            return MESSAGES("file-too-big", size=refused.size, limit=refused.limit)
+        case Problem.NOT_UTF8:
+            return MESSAGES("file-not-utf8", error=refused.detail)
+        case Problem.PERMISSION_DENIED:
+            return MESSAGES("file-os-error", error=os.strerror(errno.EACCES))
+        case _:
+            return MESSAGES("file-os-error", error=refused.detail)
 
 
 class Opened:
-    """A regular file, open for bounded reads at any offset: `size`, and `read`s that never go past its end."""
+    """A regular file, open for bounded reads at any offset: `size`, and `read`s that never go past its end. The
+    file is checked again once open: a FIFO or device swapped in after the stat is refused, never read."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
@@ -244,16 +325,26 @@ class Opened:
         except OSError as error:
             raise refusal(path, error) from None
         try:
+            problem = mode_problem(os.fstat(self._fd).st_mode)
+            if problem is not None:
+                raise FileRefused(path, problem)
             self.size = os.lseek(self._fd, 0, os.SEEK_END)
         except OSError as error:
             os.close(self._fd)
             raise refusal(path, error) from None
+        except FileRefused:
+            os.close(self._fd)
+            raise
 
     def read(self, offset: int, count: int) -> bytes:
         """Up to `count` bytes from `offset` (fewer at the end of the file). Raises `FileRefused`."""
         count = min(count, self.size - offset)
         if count <= 0:
             return b""
+        return self.pread(offset, count)
+
+    def pread(self, offset: int, count: int) -> bytes:
+        """Up to `count` bytes from `offset`, wherever the file ends now. Raises `FileRefused`."""
         try:
             return os.pread(self._fd, count, offset)
         except OSError as error:

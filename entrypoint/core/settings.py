@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 from entrypoint.core.errors import JobMisspecified
+from entrypoint.core.files import FileRefused, Problem, describe, read_text
 from entrypoint.core.masking import masked, safe_url
 from entrypoint.core.messages import Catalogue, Text
-from entrypoint.core.textfile import FileProblem, read_text
 
 MESSAGES = Catalogue(
     "core",
@@ -691,10 +691,11 @@ def _read_yaml(path: Path, variable: str, required: bool) -> dict[str, object] |
     where = variable if required else str(path)
     try:
         text = read_text(path)
-    except FileProblem as problem:
-        if problem.missing and not required:
+    except FileRefused as refused:
+        missing = refused.problem is Problem.MISSING
+        if missing and not required:
             return None
-        if problem.missing:
+        if missing:
             raise _invalid(
                 where,
                 MESSAGES("job-file-missing", path=path),
@@ -702,7 +703,7 @@ def _read_yaml(path: Path, variable: str, required: bool) -> dict[str, object] |
             ) from None
         raise _invalid(
             where,
-            MESSAGES("job-file-unreadable", path=path, error=problem.text),
+            MESSAGES("job-file-unreadable", path=path, error=describe(refused)),
             MESSAGES("job-file-unreadable-fix", path=path, where=variable),
         ) from None
     from entrypoint.core.yamlfile import YamlProblem, parse  # PyYAML is slow to import: only for a job file

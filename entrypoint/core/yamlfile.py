@@ -4,7 +4,7 @@ YAML's safe subset, bounded: nesting depth, values in all (an alias counts every
 stops early), integer length (Python refuses to convert more than 4300 digits). A key given twice is an error (YAML
 would silently keep the last one). Only plain values: strings, numbers, true/false, null, lists and mappings; dates
 stay strings; any other tag (`!!binary`, `!!set`, `!!python/...`) is refused. Every problem comes out as
-`YamlProblem` with its position, never as a library exception. (Read the file with `core.textfile`.)
+`YamlProblem` with its position, never as a library exception. (Read the file with `core.files.read_text`.)
 """
 
 from __future__ import annotations

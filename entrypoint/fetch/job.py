@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from entrypoint.core.errors import PreflightFailed
+from entrypoint.core.errors import JobMisspecified, PreflightFailed, UserError
 from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text, joined
 from entrypoint.fetch.manifest import Entry
@@ -81,6 +81,13 @@ class Outcome:
     notes: list[Text] = field(default_factory=list)
 
 
+def download_failure(error: DownloadError, what: Text, fix: Text) -> UserError:
+    """The command-ending error for a failed download: exit 2 when the request itself was mis-specified (kind
+    `scheme`: a malformed URL or proxy variable, named by `error.where`), else exit 3."""
+    kind = JobMisspecified if error.kind is FailureKind.SCHEME else PreflightFailed
+    return kind(f"fetch.{error.kind}", error.where, what, fix)
+
+
 def probe_sources(
     entries: list[Entry], workspace: Workspace, options: DownloadOptions, progress: Progress
 ) -> dict[str, Remote]:
@@ -94,17 +101,13 @@ def probe_sources(
             progress.say(M("kept-tarball", name=entry.name, path=kept))
             continue
         try:
-            remote = probe(entry.url, options)
+            remote = probe(entry.url, options, log=progress.writer(entry.name), lang=progress.lang)
         except DownloadError as error:
             if entry.optional and error.kind in (FailureKind.HTTP, FailureKind.MISSING):
                 progress.say(M("optional-missing", name=entry.name, what=error.what))
                 continue
-            raise PreflightFailed(
-                f"fetch.{error.kind}",
-                error.where,
-                M("probe-failed", name=entry.name, what=error.what),
-                M("probe-failed-fix", fix=error.fix),
-            ) from None
+            what, fix = M("probe-failed", name=entry.name, what=error.what), M("probe-failed-fix", fix=error.fix)
+            raise download_failure(error, what, fix) from None
         if entry.size is not None and remote.size is not None and remote.size != entry.size:
             raise PreflightFailed(
                 "fetch.size",
@@ -392,9 +395,7 @@ class EntryJob:
     def _translate(self, error: BaseException) -> BaseException:
         """The error to raise for a failure while fetching (the state is saved already)."""
         if isinstance(error, DownloadError):
-            return PreflightFailed(
-                f"fetch.{error.kind}", error.where, error.what, M("download-fix-resume", fix=error.fix)
-            )
+            return download_failure(error, error.what, M("download-fix-resume", fix=error.fix))
         if isinstance(error, OSError):
             return io_problem(error, self.root)
         return error  # KeyboardInterrupt and the like: the caller reports it

@@ -17,9 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from entrypoint.core.errors import JobMisspecified, UserError
+from entrypoint.core.files import FileRefused, Problem, describe, read_text
 from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text
-from entrypoint.core.textfile import FileProblem, read_text
 from entrypoint.core.yamlfile import YamlProblem, parse
 from entrypoint.fetch.messages import MESSAGES as M
 from entrypoint.fetch.unpack import FORMATS, ArchiveFormat, archive_format
@@ -93,11 +93,11 @@ def _read(path: Path, label: str, given: bool) -> Any:
     """The manifest's YAML (read bounded, only from a regular file; strict YAML: see `core.yamlfile`)."""
     try:
         text = read_text(path)
-    except FileProblem as problem:
-        if problem.missing and given:
+    except FileRefused as refused:
+        if refused.problem is Problem.MISSING and given:
             raise _bad("--manifest", M("manifest-missing", path=path), M("manifest-missing-fix")) from None
         where = "--manifest" if given else label
-        what = M("manifest-unreadable", path=path, error=problem.text)
+        what = M("manifest-unreadable", path=path, error=describe(refused))
         raise _bad(where, what, M("manifest-unreadable-fix")) from None
     try:
         return parse(text)

@@ -442,17 +442,32 @@ MESSAGES = Catalogue(
         ),
         "checkpoint-writable": ("checkpoint folder writable: {folder}", "检查点目录可写:{folder}"),
         "checkpoint-no-room": (
-            "only {free:.2f} GB free under {target}: not even one checkpoint of about {per_save:.1f} GB fits",
-            "{target} 仅剩 {free:.2f} GB:连一个约 {per_save:.1f} GB 的检查点都放不下",
+            "only {free:.2f} GB free under {target}: not even one checkpoint of about {per_save:.1f} GB fits{also}",
+            "{target} 仅剩 {free:.2f} GB:连一个约 {per_save:.1f} GB 的检查点都放不下{also}",
+        ),
+        "checkpoint-and-cache": (
+            ", together with the datasets cache {cache} on the same file system (about {size:.1f} GB still to build "
+            "before the first save)",
+            "(同一文件系统上的 datasets 缓存 {cache} 也要占用空间:首次保存前还需构建约 {size:.1f} GB)",
+        ),
+        "checkpoint-and-caches": (
+            ", together with the datasets caches of all {count} node ranks ({cache} and {others} more) on the same "
+            "file system (about {size:.1f} GB still to build before the first save)",
+            "(同一文件系统上 {count} 个节点的 datasets 缓存({cache} 及另外 {others} 个)也要占用空间:"
+            "首次保存前还需构建约 {size:.1f} GB)",
+        ),
+        "checkpoint-cache-fix": (
+            "Or set HF_DATASETS_CACHE to a folder on another file system with room for the dataset.",
+            "或把 HF_DATASETS_CACHE 设为另一个文件系统上、空间足够容纳数据集的目录。",
         ),
         "checkpoint-no-room-fix": (
             "Free space on the CFS (or move old experiments away) before starting the job.",
             "请在启动任务前清理 CFS 空间(或移走旧实验)。",
         ),
         "checkpoint-short-of-room": (
-            "{free:.1f} GB free under {target} but this run saves {saves} checkpoint(s) of about {per_save:.1f} GB "
-            "({needed:.1f} GB); openpi keeps every one",
-            "{target} 仅剩 {free:.1f} GB,但本次训练将保存 {saves} 个约 {per_save:.1f} GB 的检查点"
+            "{free:.1f} GB free under {target} but this run saves {saves} checkpoint(s) of about {per_save:.1f} GB"
+            "{also} ({needed:.1f} GB in all); openpi keeps every one",
+            "{target} 仅剩 {free:.1f} GB,但本次训练将保存 {saves} 个约 {per_save:.1f} GB 的检查点{also}"
             "(共 {needed:.1f} GB),openpi 会全部保留",
         ),
         "checkpoint-short-of-room-fix": (
@@ -460,8 +475,8 @@ MESSAGES = Catalogue(
             "请清理 CFS 空间、调大 VLA_SAVE_INTERVAL,或移走旧实验。",
         ),
         "checkpoint-room": (
-            "{free:.1f} GB free for {saves} save(s) of about {per_save:.1f} GB",
-            "剩余 {free:.1f} GB,可容纳 {saves} 次约 {per_save:.1f} GB 的保存",
+            "{free:.1f} GB free for {saves} save(s) of about {per_save:.1f} GB{also}",
+            "剩余 {free:.1f} GB,可容纳 {saves} 次约 {per_save:.1f} GB 的保存{also}",
         ),
         "final-step-not-saved": (
             "the weights after the last step ({steps}) will not be saved: openpi saves at multiples of {interval} "

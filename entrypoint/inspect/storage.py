@@ -8,18 +8,22 @@ container's own root file system (overlay layers at `/`) in a TI-ONE job (`requi
 plain disk, a machine whose `/` is its own disk) a root on `/` is a warning.
 
 openpi keeps every checkpoint (model + optimizer, about 3x the base weights file: 21 GB for pi05), so the
-estimate is (saves still to come) x (3 x weights size), or a pi05-sized default when no weights are used.
+estimate is (saves still to come) x (3 x weights size), or a pi05-sized default when no weights are used. The
+datasets cache training builds before its first step (`CacheDemand`: about the dataset's size for each cache folder,
+less what the folder already holds) takes its room from the same free space when it lives on the checkpoints' file
+system (by default: one folder per node rank under the assets root, on the CFS), so the two are counted together.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
-from entrypoint.core.messages import Text
+from entrypoint.core.messages import Text, joined
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.mounts import Location, Mount, Placement, locate, nearest_existing
@@ -28,6 +32,8 @@ from entrypoint.inspect.openpi import final_step_saved, save_count
 CHECKPOINT_TO_WEIGHTS = 3  # model.safetensors (~1x, fp32 weights) + optimizer.pt (~2x, AdamW moments)
 DEFAULT_CHECKPOINT_BYTES = 21 * 10**9  # measured for pi05: 7.47 GB model + 13.47 GB optimizer
 GB = 10**9
+CACHE_SCAN_ENTRIES = 20_000  # a built Arrow cache holds a few dozen files; a folder with more is taken as built
+CACHE_SCAN_S = 5.0  # cache folders a slow file system cannot list by then are taken as built too
 
 
 ROOT_MOUNT = "storage.assets-mount"
@@ -142,13 +148,85 @@ def free_bytes(path: Path) -> int | None:
     return stats.f_bavail * stats.f_frsize
 
 
+@dataclass(frozen=True)
+class CacheDemand:
+    """The datasets caches training builds: `folders` (this node's first; one per node rank for the default node
+    folders) and the bytes they still need together."""
+
+    folders: tuple[Path, ...]
+    needed: int
+
+
+def held_bytes(folder: Path, limit: int = CACHE_SCAN_ENTRIES, deadline: float | None = None) -> int | None:
+    """The bytes of the files under `folder` (links not followed; 0 when it does not exist), or None when it holds
+    more than `limit` entries or cannot be listed before `deadline` (a `time.monotonic()` value; default
+    `CACHE_SCAN_S` from now): a cache that large is taken as built."""
+    total, seen = 0, 0
+    deadline = time.monotonic() + CACHE_SCAN_S if deadline is None else deadline
+    pending = [folder]
+    while pending:
+        if time.monotonic() > deadline:
+            return None
+        try:
+            listing = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                seen += 1
+                if seen > limit or time.monotonic() > deadline:
+                    return None
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return total
+
+
+def cache_demand(
+    env: Mapping[str, str], dataset_bytes: int, node_folders: Sequence[Path], node_rank: int
+) -> CacheDemand:
+    """What the datasets caches still need (`env`: the training processes' environment): about the dataset's size
+    for each cache folder, less what the folder already holds (a reused cache needs nothing more). Every node rank
+    builds into its own node folder (`node_folders`, indexed by node rank) when the cache is the default one;
+    otherwise there is the one folder `env` names."""
+    cache = datasets_cache_dir(env)
+    own = node_folders[node_rank]
+    default = os.path.abspath(cache) == os.path.abspath(own)
+    folders = (own, *(f for i, f in enumerate(node_folders) if i != node_rank)) if default else (cache,)
+    needed, deadline = 0, time.monotonic() + CACHE_SCAN_S  # one bound for every folder together
+    for folder in folders:
+        held = held_bytes(folder, deadline=deadline)
+        needed += 0 if held is None else max(0, dataset_bytes - held)
+    return CacheDemand(folders, needed)
+
+
+def _same_file_system(one: Path, other: Path) -> bool:
+    try:
+        return os.stat(nearest_existing(one)).st_dev == os.stat(nearest_existing(other)).st_dev
+    except OSError:
+        return False
+
+
+def _with_cache_fix(fix: Text, shared: CacheDemand | None) -> Text:
+    return fix if shared is None else joined([fix, M("checkpoint-cache-fix")], " ", "")
+
+
 def check_checkpoint_storage(
-    settings: Settings, resume_step: int | None, weights_bytes: int | None, root: RootStorage | None = None
+    settings: Settings,
+    resume_step: int | None,
+    weights_bytes: int | None,
+    root: RootStorage | None = None,
+    cache: CacheDemand | None = None,
 ) -> list[Finding]:
     """Writable checkpoint folder and room for one checkpoint (fail, exit 3); room for every coming save and the
     final step being saved (warn). With the assets root's verdict (`root`): nothing when the folder is under an
     unmounted root (folded there), and a failure when a TI-ONE job would write checkpoints to the container's own
-    disk."""
+    disk. A datasets cache (`cache`) on the same file system is built before the first save: both bounds then
+    include what it still needs, and the finding says so."""
     folder = settings.experiment_dir
     if root is not None and root.covers(folder):
         return []
@@ -181,14 +259,22 @@ def check_checkpoint_storage(
     target = nearest_existing(folder)
     saves = save_count(settings.num_train_steps, settings.save_interval, resume_step or 0)
     per_save = CHECKPOINT_TO_WEIGHTS * weights_bytes if weights_bytes else DEFAULT_CHECKPOINT_BYTES
-    needed = saves * per_save
+    shared = cache if cache is not None and cache.needed and _same_file_system(folder, cache.folders[0]) else None
+    extra = shared.needed if shared is not None else 0
+    needed = saves * per_save + extra
     free = free_bytes(folder)
-    if free is not None and saves and free < per_save:
+    also: Text | str = ""
+    if shared is not None:
+        count = len(shared.folders)
+        name = "checkpoint-and-cache" if count == 1 else "checkpoint-and-caches"
+        also = M(name, cache=shared.folders[0], count=count, others=count - 1, size=extra / GB)
+    fields = {"free": free / GB if free is not None else 0.0, "target": target, "per_save": per_save / GB}
+    if free is not None and saves and free < per_save + extra:
         findings.append(
             failed(
                 "storage.checkpoint-space",
-                M("checkpoint-no-room", free=free / GB, target=target, per_save=per_save / GB),
-                M("checkpoint-no-room-fix"),
+                M("checkpoint-no-room", **fields, also=also),
+                _with_cache_fix(M("checkpoint-no-room-fix"), shared),
                 str(folder),
             )
         )
@@ -196,15 +282,8 @@ def check_checkpoint_storage(
         findings.append(
             warned(
                 "storage.checkpoint-space",
-                M(
-                    "checkpoint-short-of-room",
-                    free=free / GB,
-                    target=target,
-                    saves=saves,
-                    per_save=per_save / GB,
-                    needed=needed / GB,
-                ),
-                M("checkpoint-short-of-room-fix"),
+                M("checkpoint-short-of-room", **fields, saves=saves, needed=needed / GB, also=also),
+                _with_cache_fix(M("checkpoint-short-of-room-fix"), shared),
                 str(folder),
             )
         )
@@ -212,7 +291,7 @@ def check_checkpoint_storage(
         findings.append(
             passed(
                 "storage.checkpoint-space",
-                M("checkpoint-room", free=free / GB, saves=saves, per_save=per_save / GB),
+                M("checkpoint-room", **fields, saves=saves, also=also),
                 str(folder),
             )
         )

@@ -3,14 +3,18 @@
 torchrun starts every worker of every attempt with the same argv (`python -u -m entrypoint.launch.attempt [--facts
 FOLDER] scripts/train_pytorch.py <trainer args>`), so the per-attempt decision is taken here. On attempt 0
 (`TORCHELASTIC_RESTART_COUNT=0`) the plan's trainer arguments are used as they are: the plan is the launch. On a
-restart the experiment folder is read again with `inspect.resume.decide_resume` (newest complete checkpoint,
-incomplete folders never chosen): openpi's `--resume` only when a complete checkpoint exists, `--no-resume`
-otherwise, and `--overwrite` never (the launcher always passes `--no-overwrite`). Global rank 0 moves incomplete
-folders above the chosen step aside before it becomes the trainer; every other rank reads the folder only after
-the process group has formed, which needs rank 0. When the newest checkpoint is already openpi's last save the
+restart global rank 0 reads the experiment folder again with `inspect.resume.decide_resume` (newest complete
+checkpoint, incomplete folders never chosen): openpi's `--resume` only when a complete checkpoint exists,
+`--no-resume` otherwise, and `--overwrite` never (the launcher always passes `--no-overwrite`). It moves incomplete
+folders above the chosen step aside, then writes the decision in this attempt's facts file in node 0's attempts
+folder on the shared log storage. Every other worker, on every node, waits for that file (`DECISION_WAIT_S`, the
+newest node-0 file of this run: `launch.attempt_files`) and uses its decision, so a checkpoint whose save completes
+while the nodes restart cannot make them disagree (one resuming, another starting fresh or ending as finished while
+the rest train). A worker that gets no decision in time decides from the folder itself and says so (the facts say
+`resume_decided_by: fallback`). When the decision is that the newest checkpoint is already openpi's last save the
 worker ends 0 without training. Local rank 0 writes this attempt's facts (`<FOLDER>/<restart count>.json`: node,
-ranks, restart count, decision, start time) for the launcher's record. Then `os.execv` replaces this process with
-the trainer: same pid, so torchrun's monitoring and signals reach the trainer itself.
+ranks, restart count, decision and who took it, start time) for the launcher's record. Then `os.execv` replaces
+this process with the trainer: same pid, so torchrun's monitoring and signals reach the trainer itself.
 
 A restarted attempt gets a store of its own: with the static rendezvous torchrun keeps one TCPStore (in node 0's
 agent) for all attempts, and in torch 2.6 the workers of attempt N find attempt N-1's keys there: gloo's
@@ -26,12 +30,29 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+
+from entrypoint.core.files import FileRefused, read_all
+from entrypoint.core.messages import language
+from entrypoint.launch.attempt_files import peer_file, peer_prefix
+from entrypoint.launch.messages import say
 
 RESUME_FLAGS = ("--resume", "--no-resume")
 OVERWRITE_FLAGS = ("--overwrite", "--no-overwrite")
+DECISION_WAIT_S = 120.0  # rank 0 decides in seconds; a network file system may show its file to other nodes late
+DECISION_POLL_S = 0.25
+FACTS_LIMIT = 64 << 10  # an attempt's facts file is a few hundred bytes
+
+
+class DecidedBy(StrEnum):
+    """Who took this attempt's resume decision (the facts' `resume_decided_by`)."""
+
+    SELF = "self"  # global rank 0, or a worker with no attempts folder to share through
+    RANK_0 = "rank-0"  # read from global rank 0's facts file of the same attempt
+    FALLBACK = "fallback"  # no decision from rank 0 in time: this worker read the folder itself
 
 
 class Usage(Exception):
@@ -71,9 +92,20 @@ def flag_value(args: list[str], flag: str) -> str | None:
     return found
 
 
+def trainer_args(trainer: list[str], decision: Mapping[str, object]) -> tuple[list[str], bool]:
+    """(trainer args following `decision`, a resume decision as JSON, whether there is anything left to train):
+    `--resume` for action resume, else `--no-resume`; `--no-overwrite` always."""
+    resume = "--resume" if decision.get("action") == "resume" else "--no-resume"
+    args = [resume if a in RESUME_FLAGS else "--no-overwrite" if a in OVERWRITE_FLAGS else a for a in trainer]
+    if resume not in args:
+        args.append(resume)
+    return args, decision.get("action") != "finished"
+
+
 def redecide(trainer: list[str]) -> tuple[list[str], dict[str, object], bool]:
     """(trainer args for this attempt, the decision as JSON, whether there is anything left to train), from the
-    experiment folder as it is now. The launcher-owned flags in `trainer` name the folder and the save rule."""
+    experiment folder as it is now; global rank 0 also sets aside what the decision names. The launcher-owned flags
+    in `trainer` name the folder and the save rule."""
     from entrypoint.core.settings import Settings
     from entrypoint.inspect.resume import ResumeAction, decide_resume, set_aside
 
@@ -93,11 +125,9 @@ def redecide(trainer: list[str]) -> tuple[list[str], dict[str, object], bool]:
     decision = decide_resume(settings)
     if os.environ.get("RANK") == "0" and decision.action is not ResumeAction.FINISHED:
         set_aside(decision)
-    resume = "--resume" if decision.action is ResumeAction.RESUME else "--no-resume"
-    args = [resume if a in RESUME_FLAGS else "--no-overwrite" if a in OVERWRITE_FLAGS else a for a in trainer]
-    if resume not in args:
-        args.append(resume)
-    return args, decision.to_json(), decision.action is not ResumeAction.FINISHED
+    chosen = decision.to_json()
+    args, left = trainer_args(trainer, chosen)
+    return args, chosen, left
 
 
 def attempt_port(master_port: int, restart: int) -> int:
@@ -106,7 +136,72 @@ def attempt_port(master_port: int, restart: int) -> int:
     return port if port <= 65535 else master_port - 1 - restart
 
 
-def facts(env: Mapping[str, str], restart: int, decision: dict[str, object] | None) -> dict[str, object]:
+def decision_file(facts_dir: Path, restart: int, node_rank: int) -> Path | None:
+    """Where global rank 0 records its decision for restart `restart`: its node's facts file, which is this
+    worker's own folder on node 0, else the newest node-0 folder of this run beside it (None: none yet)."""
+    name = f"{restart}.json"
+    return facts_dir / name if node_rank == 0 else peer_file(facts_dir, node_rank, name, of_node=0)
+
+
+def read_decision(facts_dir: Path, restart: int, node_rank: int) -> dict[str, object] | None:
+    """Global rank 0's resume decision for restart `restart`, when its facts file is there and says one."""
+    from entrypoint.inspect.resume import ResumeAction  # the folder's reader, only when a decision is read
+
+    path = decision_file(facts_dir, restart, node_rank)
+    if path is None:
+        return None
+    try:
+        data = json.loads(read_all(path, FACTS_LIMIT))
+    except (FileRefused, ValueError):
+        return None
+    decision = data.get("resume") if isinstance(data, dict) and data.get("restart_count") == restart else None
+    if not isinstance(decision, dict) or decision.get("action") not in {a.value for a in ResumeAction}:
+        return None
+    return decision
+
+
+def shared_decision(
+    facts_dir: Path,
+    restart: int,
+    node_rank: int,
+    wait_s: float = DECISION_WAIT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, object] | None:
+    """`read_decision`, asked every `DECISION_POLL_S` until it answers or `wait_s` has passed (then None)."""
+    deadline = clock() + wait_s
+    while True:
+        decision = read_decision(facts_dir, restart, node_rank)
+        if decision is not None or clock() >= deadline:
+            return decision
+        sleep(max(0.0, min(DECISION_POLL_S, deadline - clock())))
+
+
+def decide(
+    args: AttemptArgs, restart: int, env: Mapping[str, str], wait_s: float = DECISION_WAIT_S
+) -> tuple[list[str], dict[str, object], bool, DecidedBy]:
+    """This restart's (trainer args, decision, anything left to train, who decided): global rank 0 decides from the
+    folder; every other worker takes rank 0's decision (`shared_decision`), or decides itself after `wait_s`."""
+    if env.get("RANK") == "0" or args.facts is None:
+        trainer, decision, left = redecide(args.trainer)
+        return trainer, decision, left, DecidedBy.SELF
+    node_rank = int(env.get("GROUP_RANK", "0") or 0)
+    shared = shared_decision(args.facts, restart, node_rank, wait_s)
+    if shared is not None:
+        trainer, left = trainer_args(args.trainer, shared)
+        return trainer, shared, left, DecidedBy.RANK_0
+    trainer, decision, left = redecide(args.trainer)
+    if env.get("LOCAL_RANK", "0") == "0":  # one line per node
+        prefix = peer_prefix(args.facts, node_rank, 0)
+        folder = args.facts if node_rank == 0 or prefix is None else args.facts.parent / f"{prefix}*.attempts"
+        fields = {"restart": restart, "node": node_rank, "waited": wait_s, "action": decision["action"]}
+        say(sys.stderr, language(env), "attempt-no-decision", where=str(folder / f"{restart}.json"), **fields)
+    return trainer, decision, left, DecidedBy.FALLBACK
+
+
+def facts(
+    env: Mapping[str, str], restart: int, decision: dict[str, object] | None, decided_by: DecidedBy | None = None
+) -> dict[str, object]:
     """What the launcher's record keeps about this attempt on this node."""
     local = int(env.get("LOCAL_WORLD_SIZE", "1"))
     first = int(env.get("RANK", "0"))
@@ -116,6 +211,7 @@ def facts(env: Mapping[str, str], restart: int, decision: dict[str, object] | No
         "ranks": list(range(first, first + local)),
         "store_port": int(env["MASTER_PORT"]) if "MASTER_PORT" in env else None,
         "resume": decision,
+        "resume_decided_by": decided_by.value if decided_by is not None else None,
         "started_unix": round(time.time(), 3),
         "pid": os.getpid(),
     }
@@ -139,10 +235,10 @@ def main(argv: list[str]) -> int:
         print(f"entrypoint.launch.attempt: {problem}", file=sys.stderr)
         return 2
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
-    trainer, decision, left = args.trainer, None, True
+    trainer, decision, left, decided_by = args.trainer, None, True, None
     if restart > 0:
         try:
-            trainer, decision, left = redecide(args.trainer)
+            trainer, decision, left, decided_by = decide(args, restart, os.environ)
         except (Usage, ValueError) as problem:
             print(f"entrypoint.launch.attempt: {problem}", file=sys.stderr)
             return 2
@@ -150,7 +246,7 @@ def main(argv: list[str]) -> int:
             os.environ["MASTER_PORT"] = str(attempt_port(int(os.environ["MASTER_PORT"]), restart))
             os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
     if args.facts is not None and os.environ.get("LOCAL_RANK", "0") == "0":
-        write_facts(args.facts, restart, facts(os.environ, restart, decision))
+        write_facts(args.facts, restart, facts(os.environ, restart, decision, decided_by))
     if not left:
         return 0  # the newest checkpoint is openpi's last save: this worker has nothing to train
     sys.stdout.flush()

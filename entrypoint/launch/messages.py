@@ -170,8 +170,20 @@ MESSAGES = Catalogue(
             "已训练到第 {step} 步;如需继续训练请调大 num_train_steps,如需重新开始请设置 VLA_OVERWRITE=1"
             "(未启动 torchrun)",
         ),
+        # a restarted worker without global rank 0's resume decision (launch/attempt.py)
+        "attempt-no-decision": (
+            "restart {restart}, node {node}: no resume decision from global rank 0 within {waited:g} s (looked for "
+            "{where}); this node decided from the checkpoint folder itself: {action}. Had node 0 decided otherwise, "
+            "the nodes start from different checkpoints: compare resume_decided_by in the nodes' start-up records.",
+            "第 {restart} 次重启,第 {node} 个节点:{waited:g} 秒内未收到全局 0 号进程的续训决定(查找位置 {where});"
+            "本节点自行根据检查点目录决定:{action}。若 0 号节点的决定不同,各节点将从不同的检查点开始:"
+            "请对比各节点启动记录中的 resume_decided_by。",
+        ),
         # a worker node's wait for node 0 (launch/rendezvous_wait.py)
-        "master-heading": ("node 0 (MASTER_ADDR)", "0 号节点(MASTER_ADDR)"),
+        "master-heading": (
+            "node {rank} waiting for node 0 ({variable}={addr}, port {port})",
+            "第 {rank} 个节点等待 0 号节点({variable}={addr},端口 {port})",
+        ),
         "master-resolving": (
             "waiting for {variable} {addr} to resolve ({waited} s of {bound} s): {error}",
             "等待 {variable} {addr} 可解析(已等 {waited} 秒,最多 {bound} 秒):{error}",

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from entrypoint.core.masking import mask_text
 from entrypoint.core.messages import Text
+from entrypoint.launch.attempt_files import peer_file
 from entrypoint.launch.failure import worker_exception
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.progress import Progress
@@ -145,31 +146,9 @@ class Attempts:
         attempt.saves = len(mine)
         attempt.best_saved = max((saved.step for saved in mine), default=None)
 
-    def _peer_folders(self) -> tuple[list[Path], float]:
-        """Other nodes' attempt folders of this run (`<exp>-node<r>-<stamp>.attempts` beside this node's in the shared
-        log folder), and the time this node's first attempt was recorded: older peer files belong to earlier runs."""
-        own = self.facts_dir
-        if own is None:
-            return [], 0.0
-        cut = own.name.rfind(f"-node{self.node_rank}-")
-        prefix = own.name[:cut] + "-node"
-        try:
-            since = (own / "0.json").stat().st_mtime
-            names = [e.name for e in os.scandir(own.parent) if e.name.endswith(".attempts") and e.is_dir()]
-        except OSError:
-            return [], 0.0
-        return [own.parent / n for n in names if n.startswith(prefix) and n != own.name], since
-
     def _peer_file(self, name: str) -> Path | None:
-        """The first peer folder's file `name` written during this run, if any."""
-        folders, since = self._peer_folders()
-        for folder in folders:
-            try:
-                if (folder / name).stat().st_mtime >= since:
-                    return folder / name
-            except OSError:
-                continue
-        return None
+        """The newest file `name` another node of this run wrote in its attempts folder (`attempt_files`)."""
+        return None if self.facts_dir is None else peer_file(self.facts_dir, self.node_rank, name)
 
     def peer_ahead(self) -> str | None:
         """The facts file of another node's attempt newer than this node's current one, when there is one: that

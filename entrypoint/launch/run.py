@@ -248,7 +248,6 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
     if seal.write(plan.seal):  # the other nodes take this verdict instead of reading every episode file again
         line(out, lang, RUN("sealed", path=str(plan.seal.path)))
-    say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
     with record.phase("taco"):
@@ -256,13 +255,17 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     record.data["taco"] = taco.to_json()
     if taco.finding is not None and taco.finding.status is Status.FAIL:
         health_summary([taco.finding], M("taco-heading").en, lang, out)
-        return _ended_early(record, taco.finding.exit_code, OutcomeClass.PREFLIGHT_FAILED)
-    if launch.wait_for_master is not None:  # a worker node: node 0 must answer before any torchrun starts here
+        misspecified = taco.finding.exit_code == ExitCode.JOB_MISSPECIFIED
+        failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
+        return _ended_early(record, taco.finding.exit_code, failed_as)
+    target = launch.wait_for_master
+    if target is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
-            master = wait_for_master(launch.wait_for_master, out, lang)
+            master = wait_for_master(target, out, lang)
         record.data["master"] = master.to_json()
         if master.finding is not None:
-            health_summary([master.finding], M("master-heading").en, lang, out)
+            fields = {"variable": target.variable, "addr": target.addr, "port": target.port}
+            health_summary([master.finding], M("master-heading", rank=topo.node_rank, **fields).en, lang, out)
             return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     env = taco.env
     if launch.preflight is not PreflightMode.OFF:
@@ -287,6 +290,8 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if problem is not None:
         prefix = flight_recorder.locations(env)[0]
         line(out, lang, RUN("fr-dir-failed", prefix=str(prefix), error=problem.strerror or problem))
+    # torchrun starts now, nothing can end the run before it: the line and the record's launch moment go together
+    say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     record.data["launch_after_s"] = round(record.since_start(), 4)
     record.data["process_age_at_launch_s"] = process_age_s()  # process start (python included) -> torchrun exec
     record.write()

@@ -9,7 +9,10 @@ Contract of `fetch(source, into, ...)`:
   stall, not a hang. A failed attempt (timeout, reset, early close, HTTP 408/429/5xx) is retried up to
   `attempts` tries in all, waiting `backoff_s`, doubling, capped at `max_backoff_s`; a `deadline_s`, when
   given, bounds the whole fetch (one it ends fails with kind `deadline`). Other HTTP errors (404, 403 …) fail at
-  once.
+  once. A host name that does not exist (EAI_NONAME: offline, or a typo) fails at once; one that fails to resolve
+  for now (EAI_AGAIN) is tried `lookup_attempts` times at most. A request the HTTP stack refuses as malformed (the
+  URL, or a proxy variable such as `https_proxy`) is the user's to fix: kind `scheme`, never retried. Each retry
+  is announced on `progress`: the host, the attempt and the wait.
 - A retry resumes where the last attempt stopped with an HTTP `Range` request (guarded by `If-Range` with the
   first response's ETag or Last-Modified); a server that ignores the range gets the whole file again. A
   `.part` file left by an earlier process is resumed too (its bytes are hashed first); a pinned `sha256`
@@ -46,6 +49,7 @@ import http.client
 import io
 import os
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -57,7 +61,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Protocol, TextIO, TypeAlias
 
-from entrypoint.core.masking import safe_url
+from entrypoint.core.masking import mask_text, safe_url
 from entrypoint.core.messages import Lang, Text, render
 from entrypoint.net.messages import MESSAGES as M
 from entrypoint.net.source import (
@@ -71,6 +75,8 @@ from entrypoint.net.source import (
 )
 
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
+# getaddrinfo's answers for a name that does not exist (no record, or no address for it): asking again cannot help
+_NO_SUCH_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name))
 _DEFAULTS = DownloadOptions()
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)")
 
@@ -214,6 +220,22 @@ def _size(n: float) -> str:
     return f"{n:.1f} {unit}"
 
 
+def _route(url: str) -> tuple[str, str | None]:
+    """(the host a request for `url` connects to, the proxy variable that names it): the URL's own host with None,
+    or the proxy's host when one of the `<scheme>_proxy` variables applies to the URL."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        proxy = urllib.request.getproxies().get(parts.scheme)
+        if not proxy or urllib.request.proxy_bypass(parts.netloc.rpartition("@")[2]):
+            return parts.hostname or parts.netloc, None
+        names = (f"{parts.scheme}_proxy", f"{parts.scheme.upper()}_PROXY")
+        variable = next((name for name in names if os.environ.get(name)), names[0])
+        target = urllib.parse.urlsplit(proxy if "//" in proxy else "//" + proxy)
+        return target.hostname or safe_url(proxy), variable
+    except ValueError:
+        return safe_url(url), None
+
+
 class _NoDowngrade(urllib.request.HTTPRedirectHandler):
     """Follow redirects, but never from https to plain http unless allowed."""
 
@@ -294,6 +316,8 @@ class _Transfer:
         """Attempt until complete; returns the number of attempts. Raises `DownloadError` (or `_Stopped` once
         `cancelled()` says the result is no longer wanted)."""
         tries = max(1, self.options.attempts)
+        lookup_tries = max(1, min(tries, self.options.lookup_attempts))
+        lookups = 0
         for attempt in range(1, tries + 1):
             if cancelled is not None and cancelled():
                 raise _Stopped()
@@ -306,15 +330,25 @@ class _Transfer:
                         self.attempt(handle, start)
                 return attempt
             except DownloadError as error:
-                if not error.retryable or attempt == tries:
+                lookups += error.lookup
+                if not error.retryable or attempt == tries or (error.lookup and lookups >= lookup_tries):
                     raise
                 wait = min(self.options.backoff_s * 2 ** (attempt - 1), self.options.max_backoff_s)
                 if self.options.deadline_s is not None and self.clock() + wait - start > self.options.deadline_s:
                     raise
-                offset = self.base + self.have
-                self.meter.say(M("retrying", attempt=attempt, tries=tries, reason=error.what, wait=wait, offset=offset))
+                self.meter.say(self._retry_line(error, attempt, tries, lookups, lookup_tries, wait))
                 sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _retry_line(
+        self, error: DownloadError, attempt: int, tries: int, lookups: int, lookup_tries: int, wait: float
+    ) -> Text:
+        """What a retry says: the host asked, which attempt (or lookup) of how many failed and why, the wait."""
+        reason = error.detail or error.what
+        if error.lookup:  # the reason names the host
+            return M("lookup-retrying", reason=reason, attempt=lookups, tries=lookup_tries, wait=wait)
+        offset, host = self.base + self.have, _route(self.url)[0]
+        return M("retrying", host=host, attempt=attempt, tries=tries, reason=reason, wait=wait, offset=offset)
 
     def _restart(self, handle: _Sink) -> None:
         """Empty the `.part` file and the hash: the server sends the whole file again."""
@@ -345,7 +379,7 @@ class _Transfer:
                 request.add_header("If-Range", self.validator)
         timeout = self._timeout(start)
         try:
-            with self.opener.open(request, timeout=timeout) as response:
+            with self._open(request, timeout) as response:
                 self._start_body(response, handle)
                 self._stream(response, handle, start)
         except urllib.error.HTTPError as error:
@@ -381,6 +415,8 @@ class _Transfer:
             if isinstance(reason, TimeoutError):
                 self._check_deadline(timeout)
                 raise self._failure(FailureKind.TIMEOUT, M("no-answer", seconds=timeout), True) from None
+            if isinstance(reason, socket.gaierror):
+                raise self._unresolved(reason) from None
             raise self._failure(FailureKind.NETWORK, M("unreachable", source=where, reason=reason), True) from None
         wanted = self._wanted
         if wanted is not None and wanted > 0:
@@ -471,7 +507,44 @@ class _Transfer:
 
     def _failure(self, kind: FailureKind, detail: Text, retryable: bool) -> DownloadError:
         where = safe_url(self.url)
-        return DownloadError(kind, M("failed", source=where, detail=detail), where, M("failed-fix"), retryable)
+        what = M("failed", source=where, detail=detail)
+        return DownloadError(kind, what, where, M("failed-fix"), retryable, detail=detail)
+
+    def _open(self, request: urllib.request.Request, timeout: float) -> http.client.HTTPResponse:
+        """The response to `request`; a request the HTTP stack refuses as malformed (the URL, or the proxy it goes
+        through: `http.client.InvalidURL`, a `ValueError` such as a host name the IDNA codec refuses) raises
+        `DownloadError` of kind `scheme`, never retried."""
+        try:
+            response: http.client.HTTPResponse = self.opener.open(request, timeout=timeout)
+        except (http.client.InvalidURL, ValueError) as error:
+            variable = _route(self.url)[1]
+            shown, problem = safe_url(self.url), mask_text(str(error))[:200]  # the words may quote a password
+            if variable is None:
+                userinfo = "@" in urllib.parse.urlsplit(self.url).netloc
+                said: Text | str = M("url-userinfo", error=problem) if userinfo else problem
+                what = M("url-malformed", source=shown, problem=said)
+                raise DownloadError(FailureKind.SCHEME, what, shown, M("url-malformed-fix")) from None
+            proxy = safe_url(os.environ.get(variable, ""))
+            what = M("proxy-malformed", variable=variable, proxy=proxy, source=shown, problem=problem)
+            fix = M("proxy-malformed-fix", variable=variable)
+            raise DownloadError(FailureKind.SCHEME, what, variable, fix) from None
+        return response
+
+    def _unresolved(self, error: socket.gaierror) -> DownloadError:
+        """A host name that did not resolve: at once final when it does not exist (EAI_NONAME, EAI_NODATA), else a
+        lookup to try again (`lookup_attempts`)."""
+        host, variable = _route(self.url)
+        reason = error.strerror or str(error)
+        shown = safe_url(self.url)
+        if error.errno in _NO_SUCH_NAME:
+            detail = M("name-unknown", host=host, reason=reason)
+            fix = M("name-unknown-fix") if variable is None else M("proxy-unknown-fix", variable=variable)
+            return DownloadError(
+                FailureKind.NETWORK, M("failed", source=shown, detail=detail), variable or shown, fix, detail=detail
+            )
+        detail = M("name-unresolved", host=host, reason=reason)
+        what = M("failed", source=shown, detail=detail)
+        return DownloadError(FailureKind.NETWORK, what, shown, M("failed-fix"), True, detail=detail, lookup=True)
 
 
 @dataclass(frozen=True)
@@ -489,10 +562,13 @@ def probe(
     source: str,
     options: DownloadOptions = _DEFAULTS,
     *,
+    log: TextIO | None = None,
+    lang: Lang | str = Lang.EN,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Remote:
-    """Ask for one byte of `source` (retried like any transfer); raises `DownloadError` for 404, refusals, no answer."""
+    """Ask for one byte of `source` (retried like any transfer, each retry announced on `log` in `lang`); raises
+    `DownloadError` for 404, refusals, no answer."""
     check_scheme(source, options.allow_http)
     path = local_path(source)
     if path is not None:
@@ -505,7 +581,7 @@ def probe(
         source,
         None,
         options,
-        _Meter(source_name(source), None, clock, options.progress_every_s),
+        _Meter(source_name(source), log, clock, float("inf"), lang),  # retries only: one byte needs no progress
         clock,
         end=1,
         hashing=False,

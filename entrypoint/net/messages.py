@@ -20,11 +20,20 @@ MESSAGES = Catalogue(
         ),
         "url-port": ("the port '{port}' is not a number from 1 to 65535", "端口 '{port}' 不是 1 到 65535 之间的数字"),
         "url-no-host": ("it names no host", "其中没有主机名"),
+        "url-host-label": (
+            "the host name '{host}' has an empty part or a part longer than 63 characters",
+            "主机名 '{host}' 中有空的部分或超过 63 个字符的部分",
+        ),
         "url-brackets": (
             "the brackets around an IPv6 address do not match",
             "IPv6 地址两侧的方括号不匹配",
         ),
         "url-characters": ("it contains spaces or control characters", "其中含有空格或控制字符"),
+        "url-userinfo": (
+            "a user name or password in the address (user:password@host) is not sent by downloads ({error}); use a "
+            "pre-signed URL, a proxy variable, or a local file",
+            "下载不会发送地址中的用户名或密码(user:password@host)({error});请改用预签名 URL、代理变量或本地文件",
+        ),
         "plain-http": ("{source} is plain http: downloads are https-only", "{source} 使用明文 http:下载仅允许 https"),
         "plain-http-fix": (
             "Use an https URL, or explicitly allow http for a trusted network.",
@@ -67,6 +76,29 @@ MESSAGES = Catalogue(
         "connection-lost": ("connection lost ({error}) at byte {offset}", "第 {offset} 字节处连接中断({error})"),
         "no-answer": ("no answer within {seconds:g} s", "{seconds:g} 秒内无响应"),
         "unreachable": ("cannot reach {source}: {reason}", "无法访问 {source}:{reason}"),
+        "name-unresolved": ("cannot resolve {host} ({reason})", "无法解析 {host}({reason})"),
+        "name-unknown": (
+            "the name {host} does not resolve ({reason}): no such host, or no DNS on this machine",
+            "名称 {host} 无法解析({reason}):主机不存在,或本机没有可用的 DNS",
+        ),
+        "name-unknown-fix": (
+            "Check the host name in the URL and this machine's network (DNS); without internet access, give a "
+            "local file (a path) instead, or set https_proxy to a proxy that can reach it.",
+            "请检查 URL 中的主机名与本机网络(DNS);无法访问外网时,请改为提供本地文件(路径),或把 https_proxy "
+            "设为能访问它的代理。",
+        ),
+        "proxy-unknown-fix": (
+            "The proxy named by {variable} does not resolve: correct {variable} (http://host:port) or unset it.",
+            "{variable} 指定的代理无法解析:请修正 {variable}(http://host:port)或取消设置。",
+        ),
+        "proxy-malformed": (
+            "the proxy variable {variable} ({proxy}) is not a usable proxy URL for {source}: {problem}",
+            "代理变量 {variable}({proxy})不是可用于 {source} 的代理地址:{problem}",
+        ),
+        "proxy-malformed-fix": (
+            "Write {variable} as http://host:port (port 1-65535), or unset it.",
+            "请把 {variable} 写成 http://host:port(端口 1-65535),或取消设置。",
+        ),
         "closed-early": ("connection closed after {have} of {total} bytes", "传输在 {have}/{total} 字节处中断"),
         "wrong-range": ("the server answered a different range; starting over", "服务器返回的范围不符;将重新下载"),
         "closed-while-skipping": (
@@ -87,8 +119,12 @@ MESSAGES = Catalogue(
             "完成,{size},用时 {seconds:.1f} 秒({rate}/s),sha256 {digest}…",
         ),
         "retrying": (
-            "attempt {attempt} of {tries} failed ({reason}); retrying in {wait:g} s from byte {offset}",
-            "第 {attempt}/{tries} 次尝试失败({reason});{wait:g} 秒后从第 {offset} 字节重试",
+            "attempt {attempt} of {tries} at {host} failed ({reason}); next attempt in {wait:g} s, from byte {offset}",
+            "访问 {host} 的第 {attempt}/{tries} 次尝试失败({reason});{wait:g} 秒后从第 {offset} 字节重试",
+        ),
+        "lookup-retrying": (
+            "{reason}: lookup {attempt} of {tries}; next lookup in {wait:g} s",
+            "{reason}:第 {attempt}/{tries} 次解析;{wait:g} 秒后再次解析",
         ),
         "one-stream": (
             "the server stopped honouring ranges; continuing from byte {offset} in one stream",

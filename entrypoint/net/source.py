@@ -26,6 +26,7 @@ class DownloadOptions:
 
     timeout_s: float = 30.0  # each connect and each read; silence this long is a stall
     attempts: int = 4  # tries in all
+    lookup_attempts: int = 3  # tries in all while the host's name fails to resolve for now (EAI_AGAIN)
     backoff_s: float = 1.0  # wait before the second try; doubles each time
     max_backoff_s: float = 30.0
     deadline_s: float | None = None  # the whole fetch, retries included
@@ -49,12 +50,25 @@ class FailureKind(StrEnum):
 
 
 class DownloadError(Exception):
-    """A fetch that did not produce the file: `what` went wrong at `where` (the source, any query hidden) and
-    the `fix`, in both languages; `retryable` says whether another attempt may succeed."""
+    """A fetch that did not produce the file: `what` went wrong at `where` (the source, any query hidden, or the
+    variable at fault) and the `fix`, in both languages; `retryable` says whether another attempt may succeed,
+    `lookup` that the failure was a name that did not resolve for now (retried only `lookup_attempts` times) and
+    `detail` is the failure in a few words, without the source (for a retry's progress line)."""
 
-    def __init__(self, kind: FailureKind, what: Text, where: str, fix: Text, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        kind: FailureKind,
+        what: Text,
+        where: str,
+        fix: Text,
+        retryable: bool = False,
+        *,
+        detail: Text | None = None,
+        lookup: bool = False,
+    ) -> None:
         super().__init__(what.en)
         self.kind, self.what, self.where, self.fix, self.retryable = kind, what, where, fix, retryable
+        self.detail, self.lookup = detail, lookup
 
 
 def source_name(source: str) -> str:
@@ -71,7 +85,8 @@ def source_name(source: str) -> str:
 
 def split_url(source: str) -> urllib.parse.SplitResult:
     """`source` split as a URL. Raises `DownloadError` (kind `scheme`) for an http(s) URL whose host or port is
-    malformed (`https://h:99999/x`, `https://[::1/x`, `http://:80/x`) or that holds spaces or control characters."""
+    malformed (`https://h:99999/x`, `https://[::1/x`, `http://:80/x`, `https://a..b/x`: a host name no resolver
+    can be asked for) or that holds spaces or control characters."""
     try:
         parts = urllib.parse.urlsplit(source)
     except ValueError:
@@ -88,6 +103,10 @@ def split_url(source: str) -> urllib.parse.SplitResult:
         raise _malformed(source, M("url-port", port=parts.netloc.rpartition("@")[2].rpartition(":")[2]))
     if not parts.hostname:
         raise _malformed(source, M("url-no-host"))
+    try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise _malformed(source, M("url-host-label", host=parts.hostname)) from None
     return parts
 
 

@@ -24,7 +24,7 @@ from typing import TextIO
 from entrypoint.core.findings import Finding, Status
 from entrypoint.core.masking import MaskedStream, mask_text, secrets_in
 from entrypoint.core.messages import Lang, Text, flatten, render
-from entrypoint.net.source import DownloadError, DownloadOptions
+from entrypoint.net.source import DownloadError, DownloadOptions, FailureKind
 from entrypoint.taco.messages import MESSAGES as M
 from entrypoint.taco.plan import TacoPlan, TacoStatus, Trouble, feature_names, prelude_dir, trouble_finding
 from entrypoint.taco.summary import applied_count
@@ -148,9 +148,11 @@ class TacoActivation:
 
 
 class _Failed(Exception):
-    def __init__(self, what: Text, fix: Text, where: str) -> None:
+    """Activation failed: `what` at `where`, the `fix`; `misspecified` when a setting is malformed (exit 2 with on)."""
+
+    def __init__(self, what: Text, fix: Text, where: str, misspecified: bool = False) -> None:
         super().__init__(what.en)
-        self.what, self.fix, self.where = what, fix, where
+        self.what, self.fix, self.where, self.misspecified = what, fix, where, misspecified
 
 
 _PROBE = """\
@@ -209,8 +211,8 @@ def _install(
             lang=lang,
             clock=clock,
         )
-    except DownloadError as error:
-        raise _Failed(error.what, error.fix, error.where) from None
+    except DownloadError as error:  # kind scheme: the URL or a proxy variable is malformed
+        raise _Failed(error.what, error.fix, error.where, error.kind is FailureKind.SCHEME) from None
     seconds["fetch"] = round(clock() - start, 3)
     if got.downloaded:
         downloaded = M("downloaded", wheel=plan.wheel, size=got.size, attempts=got.attempts, seconds=seconds["fetch"])
@@ -320,7 +322,8 @@ def activate_taco(
     except _Failed as failure:
         seconds["total"] = round(clock() - start, 3)
         what, fix = _masked(failure.what, known), _masked(failure.fix, known)
-        finding = trouble_finding(plan.mode, Trouble(what, fix, mask_text(failure.where, known)), "taco.activate")
+        trouble = Trouble(what, fix, mask_text(failure.where, known), failure.misspecified)
+        finding = trouble_finding(plan.mode, trouble, "taco.activate")
         label = "FAIL" if finding.status is Status.FAIL else "WARN"
         out.write(render(finding.message, lang, lead=f"{LEAD}{label} [taco.activate] ") + "\n")
         out.write(render(finding.hint or fix, lang, lead="    -> ") + "\n")

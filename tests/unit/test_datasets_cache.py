@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.unit.conftest import FAKE_BIN, World
 
@@ -111,3 +114,80 @@ def test_under_an_unmounted_assets_root_the_mount_is_the_one_cause(world):
     assert ran.code == 3 and "storage.assets-mount" in ran.out
     assert "storage.datasets-cache" not in ran.out
     assert not (world.assets / "cache" / "datasets").exists()
+
+
+# ---- the cache and the checkpoints on one file system: the free space must hold both ----
+
+
+def space_line(text: str) -> str:
+    (line,) = [line for line in text.splitlines() if "storage.checkpoint-space" in line]
+    return line
+
+
+@pytest.mark.parametrize(
+    "room, status, code",
+    [("every-save", "WARN", 0), ("one-save", "FAIL", 3)],
+    ids=["room-for-every-save-but-not-the-cache-too-warns", "room-for-one-save-but-not-the-cache-too-fails"],
+)
+def test_the_checkpoint_space_counts_a_cache_on_the_same_file_system(world, monkeypatch, room, status, code):
+    from entrypoint.inspect import storage
+
+    weights = (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").stat().st_size
+    saves = 3 if room == "every-save" else 1  # the seed's run saves at 25, 49 and 50
+    monkeypatch.setattr(storage, "free_bytes", lambda path: saves * 3 * weights + 1)  # the checkpoints alone fit
+    checked = world.cli("check", env={"VLA_LANG": "en"}, drop=(CACHE,))
+    line = space_line(checked.out)
+    assert checked.code == code and f"{status}  storage.checkpoint-space" in line, checked.text
+    assert f"together with the datasets cache {node_folder(world, 0)} on the same file system" in line
+    assert "HF_DATASETS_CACHE to a folder on another file system" in checked.out  # the fix offers moving it
+
+
+def test_a_cache_already_built_needs_no_more_room(world, monkeypatch):
+    from entrypoint.inspect import storage
+
+    weights = (world.assets / "checkpoints/pi05_base_pytorch/model.safetensors").stat().st_size
+    built = node_folder(world, 0) / "parquet" / "default-1" / "cache-0001.arrow"
+    built.parent.mkdir(parents=True)
+    with built.open("wb") as handle:
+        handle.truncate(10**12)  # sparse: as large as any dataset
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 9 * weights + 1)
+    checked = world.cli("check", env={"VLA_LANG": "en"}, drop=(CACHE,))
+    line = space_line(checked.out)
+    assert checked.code == 0 and "PASS  storage.checkpoint-space" in line and "datasets cache" not in line
+
+
+def test_every_node_ranks_cache_folder_counts_and_a_cache_elsewhere_does_not(tmp_path, monkeypatch):
+    from entrypoint.core.settings import Settings
+    from entrypoint.inspect import storage
+
+    folders = [tmp_path / "cache" / f"node{rank}" for rank in range(3)]
+    (folders[2]).mkdir(parents=True)
+    (folders[2] / "half.arrow").write_bytes(b"x" * 400)  # node rank 2 built half of it in an earlier job
+    default = storage.cache_demand({CACHE: str(folders[1])}, 800, folders, node_rank=1)
+    assert default == storage.CacheDemand((folders[1], folders[0], folders[2]), 800 + 800 + 400)
+    own = storage.cache_demand({CACHE: str(tmp_path / "mine")}, 800, folders, node_rank=1)
+    assert own == storage.CacheDemand((tmp_path / "mine",), 800)
+
+    settings = Settings(checkpoint_base_dir=str(tmp_path / "ckpt"), num_train_steps=50, save_interval=25)
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 2400)  # one save of 300 bytes and the caches, not two
+    same = storage.check_checkpoint_storage(settings, None, 100, cache=default)
+    elsewhere = storage.CacheDemand((Path("/proc/vla-no-such-cache"),), 2000)  # /proc: another file system
+    apart = storage.check_checkpoint_storage(settings, None, 100, cache=elsewhere)
+    assert [(f.id, f.status.value) for f in same if f.id == "storage.checkpoint-space"] == [
+        ("storage.checkpoint-space", "warn")
+    ]
+    assert "all 3 node ranks" in next(f.message.en for f in same if f.id == "storage.checkpoint-space")
+    (space,) = [f for f in apart if f.id == "storage.checkpoint-space"]
+    assert space.status.value == "pass" and "cache" not in space.message.en
+
+
+def test_counting_a_cache_folder_is_bounded(tmp_path):
+    from entrypoint.inspect.storage import held_bytes
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"shard-{i}.arrow").write_bytes(b"x" * 10)
+    assert held_bytes(folder) == 300 and held_bytes(tmp_path / "missing") == 0
+    assert held_bytes(folder, limit=10) is None  # too many entries to count: taken as built
+    assert held_bytes(folder, deadline=time.monotonic() - 1) is None  # out of time: taken as built too

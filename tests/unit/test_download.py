@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import socket
 import subprocess
 import sys
 import threading
@@ -295,3 +296,96 @@ def test_checking_a_source_needs_no_http_stack():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+REMOTE = "https://objects.example/taco/taco_train-1.0-py3-none-any.whl"
+PATIENT = DownloadOptions(timeout_s=5, attempts=6, backoff_s=1)  # fetch-assets' retries: 31 s of waits in all
+
+
+@pytest.fixture
+def lookups(monkeypatch):
+    """lookups(errno, words) -> the names asked for; every lookup fails with that getaddrinfo error."""
+    asked: list[str] = []
+
+    def fail_with(code: int, words: str) -> list[str]:
+        def getaddrinfo(host, *args, **kwargs):
+            asked.append(host)
+            raise socket.gaierror(code, words)
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        return asked
+
+    return fail_with
+
+
+@pytest.mark.parametrize(
+    "code, words, expected_lookups, waits",
+    [
+        (socket.EAI_NONAME, "Name or service not known", 1, []),
+        (socket.EAI_AGAIN, "Temporary failure in name resolution", 3, [1, 2]),
+    ],
+    ids=["no-such-name-fails-at-once", "temporary-failure-is-retried-briefly"],
+)
+def test_a_name_that_does_not_resolve(tmp_path, lookups, code, words, expected_lookups, waits):
+    asked = lookups(code, words)
+    out, slept = io.StringIO(), []
+    with pytest.raises(DownloadError) as caught:
+        fetch(REMOTE, tmp_path, options=PATIENT, progress=out, sleep=slept.append)
+    assert asked == ["objects.example"] * expected_lookups and slept == waits
+    error = caught.value
+    assert error.kind == "network" and "objects.example" in error.what.en and f"({words})" in error.what.en
+    lines = out.getvalue().splitlines()
+    if code == socket.EAI_NONAME:
+        assert "does not resolve" in error.what.en and "host name in the URL" in error.fix.en and not lines
+        return
+    name = "taco_train-1.0-py3-none-any.whl"
+    assert lines == [
+        f"download {name}: cannot resolve objects.example ({words}): lookup 1 of 3; next lookup in 1 s",
+        f"download {name}: cannot resolve objects.example ({words}): lookup 2 of 3; next lookup in 2 s",
+    ]
+
+
+def test_a_name_the_proxy_cannot_resolve_blames_the_proxy_variable(tmp_path, lookups, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:pw@proxy.example:3128")
+    asked = lookups(socket.EAI_NONAME, "Name or service not known")
+    with pytest.raises(DownloadError) as caught:
+        fetch(REMOTE, tmp_path, options=PATIENT, sleep=lambda _: None)
+    assert asked == ["proxy.example"] and caught.value.where == "HTTPS_PROXY"
+    assert "the name proxy.example does not resolve" in caught.value.what.en and "HTTPS_PROXY" in caught.value.fix.en
+
+
+def test_a_retry_line_names_the_host_the_attempt_and_the_wait(serve, tmp_path):
+    url, _ = serve("500", "ok")
+    out = io.StringIO()
+    fetch(url, tmp_path, options=FAST, progress=out, sleep=lambda _: None)
+    (line,) = [text for text in out.getvalue().splitlines() if "attempt" in text]
+    assert line.startswith("download taco_train-1.0-py3-none-any.whl: attempt 1 of 3 at 127.0.0.1 failed (HTTP 500")
+    assert line.endswith("next attempt in 0.01 s, from byte 0")
+
+
+@pytest.mark.parametrize(
+    "variable, value, problem",
+    [
+        ("https_proxy", "http://proxy.example:abc", "nonnumeric port"),
+        ("HTTPS_PROXY", "http://a..b:3128", "label empty or too long"),
+    ],
+    ids=["port-not-a-number", "empty-host-label"],
+)
+def test_a_malformed_proxy_variable_is_refused_at_once(tmp_path, monkeypatch, variable, value, problem):
+    monkeypatch.setenv(variable, value)
+    slept: list[float] = []
+    with pytest.raises(DownloadError) as caught:
+        fetch(REMOTE, tmp_path, options=PATIENT, sleep=slept.append)
+    error = caught.value
+    assert (error.kind, error.where, error.retryable, slept) == ("scheme", variable, False, [])
+    assert f"the proxy variable {variable} ({value})" in error.what.en and problem in error.what.en
+    assert f"Write {variable} as http://host:port" in error.fix.en and variable in error.fix.zh
+
+
+def test_a_url_the_http_stack_refuses_is_the_users_mistake_not_a_network_error(tmp_path):
+    slept: list[float] = []
+    url = "https://he\u0301llo.example/taco_train-1.0-py3-none-any.whl"  # a combining accent: no Host header holds it
+    with pytest.raises(DownloadError) as caught:
+        fetch(url, tmp_path, options=PATIENT, sleep=slept.append)
+    assert (caught.value.kind, caught.value.retryable, slept) == ("scheme", False, [])
+    assert "is not a valid URL" in caught.value.what.en and caught.value.what.zh != caught.value.what.en

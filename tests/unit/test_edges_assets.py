@@ -579,6 +579,50 @@ def test_reads_are_bounded(tmp_path: Path) -> None:
     assert read_ends(path, 200, 300).tail == path.read_bytes()
 
 
+def test_what_took_a_files_place_after_the_stat_is_refused_once_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stat passed (a regular file was there); by the open a device has taken its place: nothing is read."""
+    from entrypoint.core import files
+
+    monkeypatch.setattr(files, "_require_regular", lambda path: None)  # the stat saw a regular file
+    for reader in (lambda p: read_all(p, 1024), lambda p: files.read_text(p)):
+        with pytest.raises(FileRefused) as caught:
+            reader("/dev/zero")
+        assert caught.value.problem is Problem.DEVICE
+
+
+@pytest.mark.parametrize("grown_to, problem", [(30, None), (300, Problem.TOO_BIG)], ids=["within-limit", "past-limit"])
+def test_a_file_that_grows_while_it_is_read_is_read_whole_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grown_to: int, problem: Problem | None
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(b"x" * grown_to)
+    real_lseek = os.lseek
+    monkeypatch.setattr(os, "lseek", lambda fd, pos, how: min(real_lseek(fd, pos, how), 10))  # measured at 10 bytes
+    if problem is None:
+        assert read_all(path, 100) == b"x" * grown_to  # not the 10 bytes it had when measured
+        return
+    with pytest.raises(FileRefused) as caught:
+        read_all(path, 100)
+    assert (caught.value.problem, caught.value.limit) == (problem, 100)
+
+
+def test_text_is_read_by_the_same_reader_and_must_be_utf8(tmp_path: Path) -> None:
+    from entrypoint.core.files import describe, read_text
+
+    path = tmp_path / "job.yaml"
+    path.write_text("batch_size: 64  # 批大小\n", encoding="utf-8")
+    assert read_text(path) == "batch_size: 64  # 批大小\n"
+    path.write_bytes(b"batch_size: \xff\n")
+    with pytest.raises(FileRefused) as caught:
+        read_text(path)
+    assert caught.value.problem is Problem.NOT_UTF8 and "not UTF-8" in describe(caught.value).en
+    with pytest.raises(FileRefused) as caught:
+        read_text(path, limit=4)
+    assert caught.value.problem is Problem.TOO_BIG and "at most 4 bytes" in describe(caught.value).en
+
+
 def test_a_listing_names_each_kind_without_opening_anything(tmp_path: Path) -> None:
     (tmp_path / "file").write_bytes(b"x")
     (tmp_path / "folder").mkdir()

@@ -262,7 +262,7 @@ EDGES = [
     edge("taco-userinfo-plan", 0, "--no-x", ("tw-plan-pw",), argv=("plan",), env={**TACO, "VLA_EXTRA_ARGS": "--no-x"},
          setup=variables(VLA_TACO_WHEEL=f"http://ops:tw-plan-pw@127.0.0.1/{WHEEL}")),
     # fetch-assets: --base-url and manifest URLs with credentials
-    edge("fetch-base-url-userinfo", 3, "norm-stats", ("fb-pass-11",), tione=False, setup=fresh_root,
+    edge("fetch-base-url-userinfo", 2, "norm-stats", ("fb-pass-11",), tione=False, setup=fresh_root,
          argv=("fetch-assets", *FETCH, "--only", "norm-stats", "--base-url", "http://ops:fb-pass-11@127.0.0.1/")),
     edge("fetch-base-url-proxy", 3, "norm-stats", ("fb-pass-22",), tione=False,
          setup=chained(fresh_root, variables(http_proxy="{live}")),

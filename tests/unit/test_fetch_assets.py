@@ -15,6 +15,7 @@ import lzma
 import os
 import random
 import shutil
+import socket
 import tarfile
 import time
 from dataclasses import dataclass
@@ -96,9 +97,11 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def fetch(root: Path, *args: str, lang: str = "en", allow_http: bool = True) -> Result:
-    """`vla-entrypoint fetch-assets --assets-root ROOT <FAST> ARGS` in this process, with a clean environment
-    (`allow_http=False` leaves out FAST's --allow-http)."""
+def fetch(
+    root: Path, *args: str, lang: str = "en", allow_http: bool = True, env: dict[str, str] | None = None
+) -> Result:
+    """`vla-entrypoint fetch-assets --assets-root ROOT <FAST> ARGS` in this process, with a clean environment plus
+    `env` (`allow_http=False` leaves out FAST's --allow-http)."""
     flags = [flag for flag in FAST if allow_http or flag != "--allow-http"]
     # The synthetic release carries a 256 KiB stand-in for the 7.5 GB pi05 weights, which the shipped weights
     # signature rightly refuses; the final check reads sparse weights of the real model's shape instead.
@@ -106,6 +109,7 @@ def fetch(root: Path, *args: str, lang: str = "en", allow_http: bool = True) -> 
     if not (weights / "model.safetensors").exists():
         write_shipped_weights(weights / "model.safetensors")
     env = {
+        **(env or {}),
         "VLA_WEIGHTS": str(weights),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root.parent / "home"),
@@ -485,6 +489,50 @@ def test_bad_input_gives_a_clear_message_and_a_safe_state(release, tmp_path, mon
         assert not (root / leftover).exists()
 
 
+@pytest.mark.parametrize(
+    "code, words, lookups",
+    [
+        (socket.EAI_NONAME, "Name or service not known", 1),
+        (socket.EAI_AGAIN, "Temporary failure in name resolution", 3),
+    ],
+    ids=["offline-no-such-name", "resolver-failing-for-now"],
+)
+def test_an_offline_fetch_says_what_it_retries_and_gives_up_on_a_name_that_does_not_exist(
+    tmp_path, monkeypatch, code, words, lookups
+):
+    asked: list[str] = []
+
+    def getaddrinfo(host, *args, **kwargs):
+        asked.append(host)
+        raise socket.gaierror(code, words)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    result = fetch(tmp_path / "assets", "--base-url", "https://objects.example/release", "--retries", "6")
+    assert result.code == 3 and "Traceback" not in result.text
+    assert asked == ["objects.example"] * lookups  # not the 6 tries (31 s of backoff) a failing server gets
+    assert "error [fetch.network]" in result.err and "objects.example" in result.err and f"({words})" in result.err
+    retries = [line for line in result.out.splitlines() if "next lookup in" in line]
+    assert len(retries) == lookups - 1
+    for number, line in enumerate(retries, 1):
+        assert f"cannot resolve objects.example ({words}): lookup {number} of 3; next lookup in" in line
+
+
+@pytest.mark.parametrize("variable", ["https_proxy", "HTTPS_PROXY"])
+def test_a_malformed_proxy_variable_exits_2_naming_it(tmp_path, variable):
+    start = time.monotonic()
+    result = fetch(
+        tmp_path / "assets",
+        "--base-url",
+        "https://objects.example/release",
+        "--backoff",
+        "2",
+        env={variable: "http://proxy.example:31 28"},
+    )
+    assert time.monotonic() - start < 5  # never retried
+    assert result.code == 2 and f"error [fetch.scheme] at {variable}" in result.err, result.text
+    assert f"Write {variable} as http://host:port" in result.err and "解决:" in result.err
+
+
 def test_an_optional_entry_that_is_not_there_is_skipped(release, tmp_path):
     root = tmp_path / "assets"
     with serve(release.base, status={"/" + RELEASE_FILES["suites"]: 404}) as server:
@@ -711,6 +759,7 @@ def test_numeric_options_out_of_range_exit_2_before_anything(tmp_path, flag, val
         ("http://:80/x.whl", "it names no host"),
         ("https:///x.whl", "it names no host"),
         ("https://host/a b.whl", "it contains spaces or control characters"),
+        ("https://objects..example/x.whl", "the host name 'objects..example' has an empty part"),
     ],
 )
 def test_a_malformed_url_is_refused_by_the_source_policy(url, problem):

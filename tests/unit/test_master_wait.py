@@ -137,9 +137,10 @@ def test_an_unresolvable_master_ends_the_worker_within_the_bound(world: World) -
     assert "topology.master-unresolved" in headline and "MASTER_ADDR=node0.invalid did not resolve" in headline
     assert "instance count" in out  # the fix: TI-ONE's master is instance 0
     assert "waiting for MASTER_ADDR node0.invalid to resolve" in out
-    assert not node.torchrun_started
+    assert "health check: node 1 waiting for node 0 (MASTER_ADDR=node0.invalid, port 23456) ==" in out
+    assert not node.torchrun_started and "start command:" not in out  # no line announces what never started
     record = node.record()
-    assert record["outcome"] == {"exit_code": 3, "class": "preflight-failed"}
+    assert record["outcome"] == {"exit_code": 3, "class": "preflight-failed"} and "launch_after_s" not in record
     assert record["master"]["status"] == "unresolved" and record["master"]["error"]
     assert SHORT_BOUND_S <= record["phases_s"]["master"] < SHORT_BOUND_S + 2
     assert took < SHORT_BOUND_S + MARGIN_S
@@ -181,7 +182,9 @@ def test_a_port_that_opens_while_the_worker_waits_lets_training_start(
     code, out, _ = node.finish()
     assert code == 0, out[-3000:]
     assert node.torchrun_started and f"node 0 at {master_name}:{port} accepts connections after" in out
-    assert node.record()["master"]["status"] == "reached"
+    assert out.index("accepts connections after") < out.index("start command:")  # said when torchrun starts
+    record = node.record()
+    assert record["master"]["status"] == "reached" and record["launch_after_s"] >= record["phases_s"]["master"]
 
 
 def test_the_preflight_command_on_a_worker_waits_for_the_preflight_port(

@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -496,6 +497,24 @@ def test_activation_failures_are_warnings_in_auto_mode(tmp_path, wheels, kind, t
     assert "TACO_TRAIN_FEATURES" not in activation.env and activation.env["PYTHONPATH"] == "/old/path"
 
 
+@pytest.mark.parametrize(
+    "mode, status, code", [("auto", "warn", 3), ("on", "fail", 2)], ids=["auto-warns", "on-exits-2"]
+)
+def test_a_malformed_proxy_variable_is_a_misspecified_job_not_a_network_error(
+    tmp_path, wheels, monkeypatch, mode, status, code
+):
+    for name in ("http_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("https_proxy", "http://proxy.example:abc")
+    started = time.monotonic()
+    _, activation, out = activate(tmp_path, f"https://objects.example/taco/{wheels['native'].name}", mode)
+    assert time.monotonic() - started < 5  # never retried (the start-up download waits 2 + 4 + 8 s between tries)
+    finding = activation.finding
+    assert activation.status == "failed" and (finding.status.value, finding.exit_code) == (status, code)
+    assert finding.where == "https_proxy" and "nonnumeric port" in finding.message.en
+    assert "Write https_proxy as http://host:port" in out
+
+
 def test_an_unusable_temp_folder_is_a_finding_not_a_traceback(tmp_path, wheels):
     (tmp_path / "tmp").write_text("a file where the temp folder should be")
     with serve_directory(wheels["native"].parent) as base:
@@ -653,3 +672,13 @@ def test_stand_in_wheel_tag_defaults_to_this_interpreter(tmp_path):
     wheel = build_wheel(tmp_path)
     assert wheel.name == f"taco_train-0.1.0+standin-{interpreter_tag()}.whl"
     assert tags.Tag(*interpreter_tag().split("-")) in set(tags.sys_tags())
+
+
+def test_a_malformed_proxy_ends_a_taco_on_run_as_a_misspecified_job(world):
+    wheel = "https://objects.example/taco/taco_train-0.1.0-py3-none-any.whl"
+    env = {"VLA_TACO": "on", "VLA_TACO_WHEEL": wheel, "https_proxy": "http://proxy.example:abc", "VLA_LANG": "en"}
+    result = world.cli("run", env=env)
+    assert result.code == 2 and "FAIL  taco.activate" in result.out and "Traceback" not in result.text, result.text
+    assert "Write https_proxy as http://host:port" in result.out and "start command:" not in result.out
+    (record,) = [p for p in (world.assets / "logs").glob("*-node0-*.json") if ".error" not in p.name]
+    assert json.loads(record.read_text())["outcome"] == {"exit_code": 2, "class": "job-misspecified"}
