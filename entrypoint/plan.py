@@ -679,8 +679,8 @@ def build_plan(
     reads no topology from the machine: the batch is checked for `nodes` x `gpus_per_node` as stated
     (`inspect.scope.stated_shape`), and the checks only a node can make are reported as skipped. Every shared-storage
     mount is probed before it is touched (`inspect.storage_probe`: exit 3 when one does not answer). In a
-    multi-node job another node takes node 0's sealed dataset verdict (`inspect.seal`), waiting for it up to
-    `storage_timeout` with `wait_for_seal` (`run`)."""
+    multi-node job another node takes node 0's sealed dataset verdict (`inspect.seal`), waiting for it (`run`:
+    `wait_for_seal`) up to `storage_timeout` or `master_wait_timeout`, whichever is shorter."""
     inherited = dict(host.env)
     stamp = time.strftime(STAMP_FORMAT, time.localtime(clock()))
     mounts = mount_table(host)
@@ -702,7 +702,8 @@ def build_plan(
     if scope is not Scope.NODE:
         seal = Seal(SealRole.NONE)
     started_at = time.time() - (process_age_s() or 0.0)
-    wait_s = float(settings.storage_timeout) if wait_for_seal else 0.0
+    # A worker waits for node 0's seal as long as it would wait for node 0 itself, at most the storage bound.
+    wait_s = float(min(settings.storage_timeout, settings.master_wait_timeout)) if wait_for_seal else 0.0
     assets = inspect_assets(settings, inherited, scope is Scope.NODE, seal, wait_s, started_at)
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)

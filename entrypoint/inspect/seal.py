@@ -1,12 +1,12 @@
 """One verification of the dataset per job, not per node: node 0 verifies and seals, the other nodes trust the seal.
 
 Checking every episode file costs a few round trips per file to the CFS metadata server; N nodes doing it at the
-same instant multiply that by N. So in a multi-node job node 0 verifies the dataset's content as always and then
-writes a seal, `<log_dir>/.seals/<job key>.json` (written atomically): the job key (a digest of TI-ONE's job
-variables and the dataset's path), when it was written, the dataset's fingerprint taken *before* the verification
-(the stat of its folder, `meta/`, `meta/info.json` and `data/`), and the verdict. Another node of the same job
-waits for that seal (`run`: up to `storage_timeout`; `check`: not at all) and trusts it only when all of these
-hold; otherwise it verifies by itself, exactly as node 0 did:
+same instant multiply that by N. So in a multi-node job node 0 verifies the dataset's content as always, and
+once its plan passed `launch.run` writes a seal, `<log_dir>/.seals/<job key>.json` (atomically): the job key (a
+digest of TI-ONE's job variables and the dataset's path), when it was written, the dataset's fingerprint taken
+*before* the verification (the stat of its folder, `meta/`, `meta/info.json` and `data/`), and the verdict.
+Another node of the same job waits for that seal (`run`: up to `storage_timeout`; `check`: not at all) and
+trusts it only when all of these hold; otherwise it verifies by itself, exactly as node 0 did:
 - the key is this job's (same variables, same dataset path);
 - it was written after this node's process started, less `CLOCK_SKEW_S` (a seal of an earlier job, or an earlier
   try of this one, is never trusted);
@@ -16,7 +16,6 @@ hold; otherwise it verifies by itself, exactly as node 0 did:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -132,23 +131,6 @@ def sealed_payload(
         "message": verdict[0].message.to_json(),
         "total_bytes": total_bytes,
     }
-
-
-def write(seal: Seal) -> bool:
-    """Node 0, once its plan passed: write the seal atomically; False when there is nothing to seal or it cannot be
-    written (the other nodes then verify by themselves)."""
-    if seal.role is not SealRole.WRITE or seal.path is None or seal.payload is None:
-        return False
-    tmp = seal.path.with_name(f".{seal.path.name}.{os.getpid()}.tmp")
-    try:
-        seal.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({**seal.payload, "written_at": time.time()}), encoding="utf-8")
-        os.replace(tmp, seal.path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        return False
-    return True
 
 
 def trusted_verdict(

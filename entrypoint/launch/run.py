@@ -9,6 +9,7 @@ the node log and start-up record. The exit code is training's own, or 128+N when
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -27,9 +28,9 @@ from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import PreflightMode, StallAction
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
-from entrypoint.inspect import seal
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
 from entrypoint.inspect.resume import ResumeAction, set_aside
+from entrypoint.inspect.seal import Seal, SealRole
 from entrypoint.inspect.storage_probe import Answer, StorageNotAnswering
 from entrypoint.launch import flight_recorder
 from entrypoint.launch.failure import OutputTail, root_cause
@@ -183,6 +184,23 @@ def _watch_storage(plan: Plan, supervisor: Supervisor, record: StartupRecord, ou
     return watch
 
 
+def write_seal(seal: Seal) -> bool:
+    """Node 0, once its plan passed: write the dataset seal (`inspect.seal`) atomically; False when there is
+    nothing to seal or it cannot be written (the other nodes then verify by themselves)."""
+    if seal.role is not SealRole.WRITE or seal.path is None or seal.payload is None:
+        return False
+    tmp = seal.path.with_name(f".{seal.path.name}.{os.getpid()}.tmp")
+    try:
+        seal.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({**seal.payload, "written_at": time.time()}), encoding="utf-8")
+        os.replace(tmp, seal.path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
+
+
 def _ended_early(record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
     record.data["outcome"] = {"exit_code": code, "class": outcome.value}
     record.write()
@@ -243,11 +261,11 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         misspecified = plan.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
         return _ended_early(record, plan.exit_code, failed_as)
+    if write_seal(plan.seal):  # the other nodes take this verdict instead of reading every episode file again
+        line(out, lang, RUN("sealed", path=str(plan.seal.path)))
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
         say(out, lang, "already-finished", step=plan.resume.step)
         return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
-    if seal.write(plan.seal):  # the other nodes take this verdict instead of reading every episode file again
-        line(out, lang, RUN("sealed", path=str(plan.seal.path)))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
     with record.phase("taco"):

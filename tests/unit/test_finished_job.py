@@ -52,6 +52,8 @@ def test_a_finished_job_exits_0_at_once_and_starts_nothing(world: World, tmp_pat
     finished_experiment(world)
     before = {str(p): p.stat().st_mtime_ns for p in world.experiment.rglob("*")}
     record = tmp_path / "torchrun-saw.json"
+    if rank:  # node 0 first, as in a job: it seals its dataset verdict, which the worker takes instead of waiting
+        assert run_cli(world, ("run",), two_nodes(world, 0, tmp_path / "node0-saw.json"), LIMIT_S).code == 0
     ran = run_cli(world, ("run",), two_nodes(world, rank, record), LIMIT_S)
     assert ran.code == 0, ran.text
     assert not record.exists(), "torchrun was started"
