@@ -177,6 +177,23 @@ MESSAGES = Catalogue(
             "本机的线缆、光模块或交换机端口有故障。请重新提交任务(新的 TI-ONE 任务会分配新机器),并向技术支持报告"
             "{node}、端口 {port}。",
         ),
+        "port-slow-fix": (
+            "A slower port slows every collective between nodes (a link trained down, a bad cable or transceiver); "
+            "with VLA_HEALTH=fail this fails the node, and a resubmitted job gets new machines.",
+            "较慢的端口会拖慢节点间的所有集合通信(链路降速、线缆或光模块故障);设置 VLA_HEALTH=fail 时此项会使节点失败,"
+            "重新提交的任务会分配新机器。",
+        ),
+        "allreduce-slow-fix": (
+            "A slow intra-node all-reduce (NVLink or PCIe peer-to-peer) slows every training step; with "
+            "VLA_HEALTH=fail this fails the node, and a resubmitted job gets new machines.",
+            "节点内 all-reduce 偏慢(NVLink 或 PCIe 点对点)会拖慢每一步训练;设置 VLA_HEALTH=fail 时此项会使节点失败,"
+            "重新提交的任务会分配新机器。",
+        ),
+        "node-fail-fix": (
+            "Resubmit the job (a new TI-ONE job gets new machines) and report {node} to support; VLA_HEALTH=warn only "
+            "warns.",
+            "请重新提交任务(新的 TI-ONE 任务会分配新机器),并向技术支持报告{node};VLA_HEALTH=warn 时仅告警。",
+        ),
         "ports-ok": (
             "{node}: {count} RDMA port(s) ACTIVE at their peers' rate ({rates} Gb/s)",
             "{node}:{count} 个 RDMA 端口均为 ACTIVE,速率与同组一致({rates} Gb/s)",

@@ -75,14 +75,20 @@ class _Judge:
         self.findings.append(failed(f"health.{id}", message, fix, self._where(gpu)))
         self.marks.append(Mark(gpu.index if gpu else None, check, Status.FAIL))
 
-    def outlier(self, id: str, gpu: Gpu | None, check: str, message: Text) -> None:
+    def outlier(
+        self, id: str, gpu: Gpu | None, check: str, message: Text, fixes: tuple[Text, Text] | None = None
+    ) -> None:
+        """A performance outlier: warns, fails under `VLA_HEALTH=fail`; `fixes` (warn, fail) replace the GPU's."""
         serial = _serial(gpu) if gpu else M("unknown")
+        warn_fix, fail_fix = fixes or (
+            M("outlier-warn-fix"),
+            M("outlier-fail-fix", node=self.node.label, serial=serial),
+        )
         if self.mode is HealthMode.FAIL:
-            fix = M("outlier-fail-fix", node=self.node.label, serial=serial)
-            self.findings.append(failed(f"health.{id}", message, fix, self._where(gpu)))
+            self.findings.append(failed(f"health.{id}", message, fail_fix, self._where(gpu)))
             self.marks.append(Mark(gpu.index if gpu else None, check, Status.FAIL))
         else:
-            self.findings.append(warned(f"health.{id}", message, M("outlier-warn-fix"), self._where(gpu)))
+            self.findings.append(warned(f"health.{id}", message, warn_fix, self._where(gpu)))
             self.marks.append(Mark(gpu.index if gpu else None, check, Status.WARN))
 
     def ok(self, gpu: Gpu | None, check: str) -> None:
@@ -190,9 +196,9 @@ def _port_findings(judge: _Judge, ports: PortVerdict) -> None:
         )
         judge.fault("rdma-port-down", None, "rdma", message, M("port-fix", node=node, port=port.name))
     for port, best in ports.slow:
-        judge.outlier(
-            "rdma-port-slow", None, "rdma", M("port-slow", node=node, port=port.name, rate=port.rate_gbps, best=best)
-        )
+        message = M("port-slow", node=node, port=port.name, rate=f"{port.rate_gbps:g}", best=f"{best:g}")
+        fixes = (M("port-slow-fix"), M("port-fix", node=node, port=port.name))
+        judge.outlier("rdma-port-slow", None, "rdma", message, fixes)
     if ports.healthy and not ports.down and not ports.slow:
         rates = ", ".join(sorted({f"{p.rate_gbps:g}" for p in ports.healthy if p.rate_gbps is not None})) or "?"
         judge.findings.append(passed("health.rdma", M("ports-ok", node=node, count=len(ports.healthy), rates=rates)))
@@ -357,7 +363,8 @@ def active_findings(
                 reference=reference,
                 expected=_fmt(expected),
             )
-            judge.outlier("slow-node", None, "allreduce_gbps", message)
+            fixes = (M("allreduce-slow-fix"), M("node-fail-fix", node=node.label))
+            judge.outlier("slow-node", None, "allreduce_gbps", message, fixes)
     if own.gpus and not any(f.status is not Status.PASS for f in judge.findings):
         column = {m: [v for f in own.gpus.values() if (v := getattr(f, m)) is not None] for m, _ in METRICS}
         allreduce = M("active-allreduce", busbw=_fmt(own.allreduce_gbps)) if own.allreduce_gbps is not None else ""

@@ -160,5 +160,16 @@ def test_every_exception_is_still_needed(module: str, name: str) -> None:
 
 def test_the_rules_are_written_where_a_newcomer_looks() -> None:
     text = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
-    for package in ("core/", "inspect/", "fabric/", "taco/", "net/", "fetch/", "health/", "launch/", "plan.py", "cli.py"):
+    for package in (
+        "core/",
+        "inspect/",
+        "fabric/",
+        "taco/",
+        "net/",
+        "fetch/",
+        "health/",
+        "launch/",
+        "plan.py",
+        "cli.py",
+    ):
         assert package in text
