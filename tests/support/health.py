@@ -106,6 +106,8 @@ def child_env(
 
 ACTIVE_PYTHON = """#!{python}
 import json, os, signal, sys
+if not any(arg.endswith("active.py") for arg in sys.argv[1:]):  # anything else (a stand-in torchrun): real Python
+    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
 with open(os.environ["FAKE_ACTIVE"], encoding="utf-8") as handle:
     scenario = json.load(handle)
 if scenario.get("hang"):
@@ -119,8 +121,9 @@ print(json.dumps(scenario["answer"]), flush=True)
 
 
 def active_python(folder: Path, answer: Mapping[str, Any] | None = None, **flags: bool) -> tuple[Path, dict[str, str]]:
-    """A stand-in training Python that answers as `active.py` would (`answer`), or hangs/crashes (`flags`); returns
-    it and the variable that points it at its scenario."""
+    """A stand-in training Python (`<folder>/python3`) that answers as `active.py` would (`answer`), or hangs or
+    crashes (`flags`), and runs anything else with the real Python; returns it and the variable that points it at
+    its scenario."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "python3"
     script.write_text(ACTIVE_PYTHON.format(python=sys.executable), encoding="utf-8")
