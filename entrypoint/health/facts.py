@@ -192,13 +192,15 @@ _OFF_WORDS = ("", "all", "none", "void")
 def given_gpus(gpus: Sequence[Gpu], env: Mapping[str, str]) -> tuple[Gpu, ...]:
     """The GPUs this node was given, in CUDA's order: `CUDA_VISIBLE_DEVICES` (indices or UUID prefixes; CUDA stops at
     the first entry it cannot use) when set, else `NVIDIA_VISIBLE_DEVICES` when NVML sees more GPUs than it lists (a
-    privileged container sees every GPU of the host), else every GPU NVML enumerates."""
+    privileged container sees every GPU of the host), else every GPU NVML enumerates (also for MIG instances)."""
     raw = env.get("CUDA_VISIBLE_DEVICES")
     if raw is None:
         listed = env.get("NVIDIA_VISIBLE_DEVICES", "").strip()
         if listed.lower() in _OFF_WORDS or len(listed.split(",")) >= len(gpus):
             return tuple(gpus)
         raw = listed
+    if "MIG-" in raw.upper():  # MIG instances are not whole GPUs NVML lists here: judge every GPU NVML shows
+        return tuple(gpus)
     chosen: list[Gpu] = []
     for entry in raw.split(","):
         entry = entry.strip()

@@ -140,6 +140,7 @@ class Supervisor:
         self.gave_up: Verdict | None = None  # restarting cannot help: the job ends with DO_NOT_REQUEUE
         self._announce: Attempt | None = None  # a restart whose line waits for its attempt's facts
         self._peer_check_at = 0.0
+        self._fault_check_at = 0.0
         self.exchange = exchange
         self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
         self._said_no_recorder = False
@@ -242,7 +243,10 @@ class Supervisor:
         """A new attempt of the worker group: judge the one that ended, then announce the restart (once its
         workers have recorded it) or end the job when another attempt cannot help."""
         assert self.attempts is not None and self.tree is not None
-        fault = self.attempts.node_fault()
+        fault = None
+        if time.monotonic() >= self._fault_check_at:  # the health gate's verdicts, read at most every PEER_CHECK_S
+            self._fault_check_at = time.monotonic() + PEER_CHECK_S
+            fault = self.attempts.node_fault()
         if fault is not None:  # the health gate found this node faulty before a restart: restarts here cannot help
             self._give_up(Verdict.NODE_FAULT, fault)
             self.attempts.record_gave_up(Verdict.NODE_FAULT)

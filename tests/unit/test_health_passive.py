@@ -181,6 +181,7 @@ VISIBLE = [
     ("nvidia-visible-privileged", {"NVIDIA_VISIBLE_DEVICES": "1,3"}, [1, 3]),
     ("nvidia-visible-all", {"NVIDIA_VISIBLE_DEVICES": "all"}, [0, 1, 2, 3]),
     ("nvidia-visible-already-isolated", {"NVIDIA_VISIBLE_DEVICES": "4,5,6,7"}, [0, 1, 2, 3]),
+    ("mig-instances", {"CUDA_VISIBLE_DEVICES": "MIG-4f2a1c3e-0000-1111-2222-333344445555"}, [0, 1, 2, 3]),
 ]
 
 
