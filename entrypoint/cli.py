@@ -20,6 +20,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
@@ -27,7 +28,7 @@ from entrypoint import __version__
 from entrypoint.core.errors import ExitCode, JobMisspecified, PreflightFailed, UserError
 from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
-from entrypoint.core.masking import masked
+from entrypoint.core.masking import mask_json, masked
 from entrypoint.core.messages import Catalogue, Lang, Text, language, render
 from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import KEYS, Kind
@@ -75,6 +76,7 @@ M = Catalogue(
         "nccl-debug": ("NCCL debug: {reason}", "NCCL 调试:{reason}"),
         "memlock": ("locked memory: {reason}", "锁定内存:{reason}"),
         "preflight": ("preflight: {reason}", "预检:{reason}"),
+        "health": ("health: {reason}", "健康检查:{reason}"),
         "command": ("command:", "命令:"),
         "usage-unknown-command": ("unknown command '{command}'", "未知命令 '{command}'"),
         "usage-unknown-command-fix": (
@@ -303,6 +305,7 @@ def _print_launch(plan: Plan, lang: Lang) -> None:
         M("nccl-debug", reason=launch.nccl_reason),
         M("memlock", reason=launch.memlock_reason),
         M("preflight", reason=launch.preflight_reason),
+        *([M("health", reason=plan.health.reason)] if plan.health is not None else []),
         M("command"),
         "  " + command_line(launch.command, launch.cwd),
     ]
@@ -331,8 +334,17 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
     scope, nodes, gpus_per_node = _scope(args)
     plan = build_plan(host, _flags(args), scope=scope, nodes=nodes, gpus_per_node=gpus_per_node)
     with_command = args.command == "plan"
+    gate = None
+    if not with_command and plan.health is not None and plan.health.runs:  # `check`: the passive tier, read-only
+        from entrypoint.launch.health_gate import passive_gate
+
+        gate = passive_gate(plan, host, time.time())
+        plan.findings.extend(gate.findings)
     if args.json:
-        print(json.dumps(plan.to_json(with_command=with_command), indent=2, ensure_ascii=False))
+        data = plan.to_json(with_command=with_command)
+        if gate is not None:
+            data["health"] = mask_json(gate.to_json())
+        print(json.dumps(data, indent=2, ensure_ascii=False))
         return plan.exit_code
     topo = plan.topology
     lang = language(host.env)
@@ -341,6 +353,10 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
     else:
         heading = M("check-heading", rank=topo.node_rank, nnodes=topo.nnodes, nproc=topo.nproc_per_node)
     health_summary(plan.findings, heading.en, lang, sys.stdout)
+    if gate is not None and gate.reports:
+        from entrypoint.launch.health_gate import print_table
+
+        print_table(gate, sys.stdout, lang)
     if with_command:
         _print_launch(plan, lang)
     return plan.exit_code

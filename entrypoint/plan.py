@@ -38,6 +38,7 @@ from entrypoint.core.settings import (
 from entrypoint.fabric.decide import FabricPlan, plan_fabric
 from entrypoint.fabric.inventory import Memlock
 from entrypoint.fabric.nccl_debug import DEBUG_VARIABLES, debug_env
+from entrypoint.health.spec import HealthGate, gate_spec
 from entrypoint.inspect.assets import inspect_assets
 from entrypoint.inspect.batch import check_batch
 from entrypoint.inspect.environment import EnvPlan, flight_recorder_env, node_datasets_cache, training_env
@@ -317,6 +318,7 @@ class Plan:
     stated: StatedShape | None = None  # `check --assets`: the job shape the user states (the dev machine is no node)
     seal: Seal = field(default_factory=lambda: Seal(SealRole.NONE))  # node 0 seals its dataset verdict for the others
     storage: StorageProbe = field(default_factory=lambda: StorageProbe(None, 0))  # CFS mounts probed (and watched)
+    health: HealthGate | None = None  # what the node health gate runs (`run`: before the first torchrun and restarts)
 
     @property
     def scope(self) -> Scope:
@@ -368,6 +370,7 @@ class Plan:
             "settings": self.settings.to_json(),
             "dataset_seal": self.seal.to_json(),
             "storage": {"probed": self.storage.to_json(), "watched": [m.point for m in self.watched_mounts]},
+            "health": self.health.to_json() if self.health else None,
         }
         if with_command:
             data["command"] = self.command
@@ -383,18 +386,21 @@ def torchrun_command(
     rendezvous_timeout: int,
     max_restarts: int | None = None,
     attempt_facts: Path | None = None,
+    health: str | None = None,
 ) -> list[str]:
     """torchrun with the topology and rendezvous timeout spelled out, so no inherited PET_* default changes them.
 
     With `max_restarts` (training, not the preflight) torchrun's elastic agent restarts the worker group up to that
     many times, with the static rendezvous (`--node_rank` kept, so global rank 0, which prints progress and saves
     checkpoints, stays on node 0), and every worker starts as `entrypoint.launch.attempt`, which decides resume
-    again for each attempt, records it under `attempt_facts` and then execs the trainer script."""
+    again for each attempt, records it under `attempt_facts`, runs the node health gate before a restart (`health`, the
+    mode) and then execs the trainer script."""
     torchrun = shutil.which("torchrun", path=env.get("PATH")) or "torchrun"
     restarts: list[str] = []
     if max_restarts is not None:
         facts = ["--facts", str(attempt_facts)] if attempt_facts is not None else []
-        restarts = ["--max_restarts", str(max_restarts), "-m", ATTEMPT_MODULE, *facts]
+        gate = ["--health", health] if health is not None and attempt_facts is not None else []
+        restarts = ["--max_restarts", str(max_restarts), "-m", ATTEMPT_MODULE, *facts, *gate]
     return [
         torchrun,
         "--nnodes",
@@ -753,6 +759,7 @@ def build_plan(
         resume=resume.action in (ResumeAction.RESUME, ResumeAction.FINISHED),  # finished: shown, never started
         extra_args=tuple(settings.extra_args),
     )
+    health = gate_spec(settings.health, settings.device, topology.nnodes, topology.nproc_per_node, stated is None)
     command = torchrun_command(
         topology,
         trainer.argv(settings.train_config),
@@ -760,6 +767,7 @@ def build_plan(
         settings.rendezvous_timeout,
         settings.max_restarts,
         files.attempts,
+        health.restart_mode,
     )
     findings += _check_trainer(settings, command, inherited.get("PATH"))
     findings += _owned_flag_findings(settings)
@@ -781,5 +789,18 @@ def build_plan(
     if stated is not None:
         findings = assets_findings(findings, settings, inherited)
     return Plan(
-        settings, topology, fabric, env_plan, findings, resume, patch, taco, launch, inherited, stated, seal, probe
+        settings,
+        topology,
+        fabric,
+        env_plan,
+        findings,
+        resume,
+        patch,
+        taco,
+        launch,
+        inherited,
+        stated,
+        seal,
+        probe,
+        health,
     )

@@ -157,6 +157,12 @@ class PreflightMode(StrEnum):
     FAIL = "fail"
 
 
+class HealthMode(StrEnum):
+    OFF = "off"
+    WARN = "warn"  # hard faults fail the node; slow or throttled GPUs and slow ports only warn
+    FAIL = "fail"  # slow or throttled GPUs and slow ports fail the node too
+
+
 class Kind(StrEnum):
     """How a key's value is read, derived from its field's annotation."""
 
@@ -401,6 +407,13 @@ class Settings:
         None,
         "minimum all-reduce bus bandwidth in GB/s (default: half the expectation for the fabric)",
         "all-reduce 总线带宽下限,单位 GB/s(默认:该网络预期值的一半)",
+    )
+    health: HealthMode = setting(
+        HealthMode.WARN,
+        "node health gate before training and before every in-job restart: warn (a hard GPU or RDMA fault fails "
+        "the node, a slow or throttled GPU warns), fail (a slow or throttled GPU fails too) or off",
+        "训练前及每次任务内重启前的节点健康检查:warn(GPU 或 RDMA 硬故障使节点失败,GPU 偏慢或降频仅告警)、"
+        "fail(GPU 偏慢或降频也失败)或 off",
     )
     extra_args: tuple[str, ...] = setting(
         (),

@@ -168,6 +168,10 @@ MESSAGES = Catalogue(
         ),
         "scope-skip-gpus": ("each node's GPUs", "每个节点的 GPU"),
         "scope-skip-fabric": ("the RDMA/NCCL network and locked memory", "RDMA/NCCL 网络与锁定内存"),
+        "scope-skip-health": (
+            "the node health gate (VLA_HEALTH: each node's GPUs through NVML, its RDMA ports, GPU measurements)",
+            "节点健康检查(VLA_HEALTH:通过 NVML 检查每个节点的 GPU、RDMA 端口,并测量 GPU)",
+        ),
         "scope-skip-trainer": ("openpi's trainer {script} (in the image)", "openpi 训练脚本 {script}(位于镜像中)"),
         "scope-skip-torchrun": ("torchrun (in the image)", "torchrun(位于镜像中)"),
         "scope-skip-patch": ("the transformers patch (in the image)", "transformers 补丁(位于镜像中)"),

@@ -3,9 +3,9 @@
 `check --assets` is for TI-ONE's dev machine: the CFS is mounted, but there is no GPU, no torchrun, no openpi and
 none of TI-ONE's node variables. It checks what lives on the CFS and in the settings (assets, `code/job.yaml`,
 resume, checkpoint storage and free space, the batch against the job shape the user states) and reports each check
-only a node can make (its GPUs, network, trainer, torchrun, transformers patch, TACO wheel, local datasets cache) as
-SKIP, which never changes the exit code. A node-only inspection's misspecification (exit 2) is kept: a malformed
-setting is malformed on every machine.
+only a node can make (its GPUs, network, health gate, trainer, torchrun, transformers patch, TACO wheel, local
+datasets cache) as SKIP, which never changes the exit code. A node-only inspection's misspecification (exit 2) is
+kept: a malformed setting is malformed on every machine.
 
 The stated shape, first match wins: `--nodes` / `--gpus-per-node`; TI-ONE's `WORLD_SIZE` / `GPU_NUM_PER_NODE` when
 set (validated as a node validates them, without looking for GPUs); one whole 8-GPU node (one process with
@@ -24,7 +24,7 @@ from entrypoint.core.errors import ExitCode, JobMisspecified
 from entrypoint.core.findings import Finding, Status, passed, skipped
 from entrypoint.core.host import Host
 from entrypoint.core.messages import Text
-from entrypoint.core.settings import BAKED_JOB_FILE, Device, Settings, TacoMode
+from entrypoint.core.settings import BAKED_JOB_FILE, Device, HealthMode, Settings, TacoMode
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, verbatim
 from entrypoint.inspect.openpi import TRAINER_SCRIPT
@@ -121,6 +121,8 @@ def _node_checks(settings: Settings) -> list[_NodeCheck]:
         _NodeCheck("topology.gpus", "topology.", M("scope-skip-gpus")),
         _NodeCheck("fabric", "fabric.", M("scope-skip-fabric")),
     ]
+    if settings.health is not HealthMode.OFF:
+        checks.append(_NodeCheck("health", "health.", M("scope-skip-health")))
     if settings.dataset_repo_id is not None:
         checks.append(_NodeCheck("storage.datasets-cache", "storage.datasets-cache", M("scope-skip-datasets-cache")))
     if settings.taco is not TacoMode.OFF:  # off is a setting, the same everywhere: its PASS line stays

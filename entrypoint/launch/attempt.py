@@ -14,7 +14,8 @@ the rest train). A worker that gets no decision in time decides from the folder 
 `resume_decided_by: fallback`). When the decision is that the newest checkpoint is already openpi's last save the
 worker ends 0 without training. Local rank 0 writes this attempt's facts (`<FOLDER>/<restart count>.json`: node,
 ranks, restart count, decision and who took it, start time) for the launcher's record. Then `os.execv` replaces
-this process with the trainer: same pid, so torchrun's monitoring and signals reach the trainer itself.
+this process with the trainer: same pid, so torchrun's monitoring and signals reach the trainer itself. Before a
+restart (`--health MODE`) the node health gate runs first (`health/restart.py`): a node found faulty ends with 93.
 
 A restarted attempt gets a store of its own: with the static rendezvous torchrun keeps one TCPStore (in node 0's
 agent) for all attempts, and in torch 2.6 the workers of attempt N find attempt N-1's keys there: gloo's
@@ -64,18 +65,22 @@ class AttemptArgs:
     facts: Path | None
     script: str
     trainer: list[str]
+    health: str | None = None  # the node health gate's mode before a restart (needs `facts`)
 
 
 def parse(argv: list[str]) -> AttemptArgs:
-    """`[--facts FOLDER] <script> <trainer args...>`."""
-    facts = None
-    if argv[:1] == ["--facts"]:
+    """`[--facts FOLDER] [--health MODE] <script> <trainer args...>`."""
+    options: dict[str, str] = {}
+    while argv[:1] in (["--facts"], ["--health"]):
         if len(argv) < 2:
-            raise Usage("--facts needs a folder")
-        facts, argv = Path(argv[1]), argv[2:]
+            raise Usage(f"{argv[0]} needs a value")
+        options[argv[0]], argv = argv[1], argv[2:]
     if not argv:
         raise Usage("no trainer script given")
-    return AttemptArgs(facts, argv[0], argv[1:])
+    if options.get("--health", "warn") not in ("warn", "fail"):
+        raise Usage(f"--health {options['--health']}: warn or fail expected")
+    facts = Path(options["--facts"]) if "--facts" in options else None
+    return AttemptArgs(facts, argv[0], argv[1:], options.get("--health"))
 
 
 def flag_value(args: list[str], flag: str) -> str | None:
@@ -249,6 +254,13 @@ def main(argv: list[str]) -> int:
         write_facts(args.facts, restart, facts(os.environ, restart, decision, decided_by))
     if not left:
         return 0  # the newest checkpoint is openpi's last save: this worker has nothing to train
+    if restart > 0 and args.facts is not None and args.health is not None:  # before any rank touches a GPU
+        from entrypoint.health.restart import gate_restart
+
+        sys.stdout.flush()
+        code = gate_restart(args.facts, restart, args.health, os.environ)
+        if code:
+            return code
     sys.stdout.flush()
     os.execv(sys.executable, [sys.executable, "-u", args.script, *trainer])
     return 0  # not reached

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from entrypoint.core.masking import mask_text
 from entrypoint.core.messages import Text
+from entrypoint.health.restart import blamed_nodes, node_fault, write_note
 from entrypoint.launch.attempt_files import peer_file
 from entrypoint.launch.failure import worker_exception
 from entrypoint.launch.messages import MESSAGES as M
@@ -55,6 +56,7 @@ class Verdict(StrEnum):
     BUDGET_SPENT = "budget-spent"
     SAME_EXCEPTION = "same-exception"
     NO_PROGRESS = "no-progress"
+    NODE_FAULT = "node-fault"  # the node health gate found this node faulty before a restart
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Attempt:
     detected_at: float | None = None
     first_step_at: float | None = None
     facts: dict[str, object] | None = None
+    culprit_nodes: tuple[int, ...] = ()  # a stall: the nodes node 0's diagnosis named
 
     @property
     def reached(self) -> int | None:
@@ -186,12 +189,24 @@ class Attempts:
             verdict = Verdict.BUDGET_SPENT
         return str(found), verdict
 
-    def stalled(self, detail: str, cause: Cause = Cause.STALL) -> None:
-        """The launcher ends this attempt's workers because of a stall (or a peer's newer attempt)."""
+    def stalled(self, detail: str, cause: Cause = Cause.STALL, culprit_nodes: tuple[int, ...] = ()) -> None:
+        """The launcher ends this attempt's workers because of a stall (or a peer's newer attempt); a stall's culprit
+        nodes are noted at once, for the health gate of their restart."""
         attempt = self.current
         if attempt is not None:
-            attempt.cause, attempt.detail = cause, detail
+            attempt.cause, attempt.detail, attempt.culprit_nodes = cause, detail, culprit_nodes
             attempt.detected_at = attempt.detected_at or self.clock()
+            self._note(attempt)
+
+    def _note(self, attempt: Attempt) -> None:
+        """Tell the next attempt's health gate why this one ended and which nodes it is blamed on."""
+        if self.facts_dir is not None and attempt.cause is not None:
+            blamed = blamed_nodes(attempt.cause.value, attempt.detail, self.node_rank, attempt.culprit_nodes)
+            write_note(self.facts_dir, attempt.number, attempt.cause.value, attempt.detail, self.node_rank, blamed)
+
+    def node_fault(self) -> Text | None:
+        """Why this node's health gate failed before a restart of this run, when it did."""
+        return node_fault(self.facts_dir) if self.facts_dir is not None else None
 
     def ended(self, attempt: Attempt, now: float) -> None:
         """Settle why `attempt` ended, from its own output (call once its workers are gone)."""
@@ -206,6 +221,7 @@ class Attempts:
         else:
             attempt.cause = Cause.COLLECTIVE_ERROR if _COLLECTIVE.search(exception) else Cause.TRAINER_EXCEPTION
             attempt.detail = mask_text(exception)[:300]
+        self._note(attempt)
 
     def verdict(self) -> Verdict:
         """Whether a new attempt may follow the last one that ended (all but the current, which has just started,

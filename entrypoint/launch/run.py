@@ -25,7 +25,7 @@ from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.messages import Catalogue, Lang, language
 from entrypoint.core.report import command_line, health_summary, problem_block
-from entrypoint.core.settings import PreflightMode, StallAction
+from entrypoint.core.settings import HealthMode, PreflightMode, StallAction
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
@@ -266,6 +266,17 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
         say(out, lang, "already-finished", step=plan.resume.step)
         return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+    if plan.health is not None and plan.health.runs:  # before any GPU time is spent, and before anything is moved
+        from entrypoint.launch.health_gate import start_gate
+
+        with record.phase("health"):
+            gate = start_gate(plan, Host.current(plan.inherited), out, lang, record.started_at)
+        record.data["health"] = gate.to_json()
+        if gate.failed:
+            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+    elif plan.health is not None and plan.health.mode is not HealthMode.OFF:  # no GPU here: said in one line
+        line(out, lang, plan.health.reason)
+        record.data["health"] = {"gate": plan.health.to_json(), "status": "skipped"}
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
     with record.phase("taco"):

@@ -183,6 +183,7 @@ class Supervisor:
         self.gave_up: Verdict | None = None  # restarting cannot help: the job ends with DO_NOT_REQUEUE
         self._announce: Attempt | None = None  # a restart whose line waits for its attempt's facts
         self._peer_check_at = 0.0
+        self._fault_check_at = 0.0
         self.exchange = exchange
         self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
         # Set by `run`: the cause when the CFS the job writes to is not answering now (`storage_watch.py`).
@@ -284,6 +285,15 @@ class Supervisor:
         """A new attempt of the worker group: judge the one that ended, then announce the restart (once its
         workers have recorded it) or end the job when another attempt cannot help."""
         assert self.attempts is not None and self.tree is not None
+        fault = None
+        if time.monotonic() >= self._fault_check_at:  # the health gate's verdicts, read at most every PEER_CHECK_S
+            self._fault_check_at = time.monotonic() + PEER_CHECK_S
+            fault = self.attempts.node_fault()
+        if fault is not None:  # the health gate found this node faulty before a restart: restarts here cannot help
+            self._give_up(Verdict.NODE_FAULT, fault)
+            self.attempts.record_gave_up(Verdict.NODE_FAULT)
+            self.tree.kill()
+            return
         started = self.attempts.observe(workers)
         if started is not None and started.number > 0:
             self._restart_deadline = None
@@ -441,7 +451,9 @@ class Supervisor:
             return
         workers = [p for p in self.tree.refresh() if p.ppid == self.tree.root]
         if self.attempts is not None and self.attempts.restarts_left > 0 and workers:
-            self._restart_after_stall(silent, limit, diagnosis)
+            culprit = found.get("culprit")
+            nodes = culprit.get("nodes", []) if isinstance(culprit, dict) else []
+            self._restart_after_stall(silent, limit, diagnosis, tuple(n for n in nodes if isinstance(n, int)))
             self.stall = (self.stall or {}) | found
             return
         if not diagnosis.stacks:
@@ -473,13 +485,15 @@ class Supervisor:
         say(self.out, self.lang, "stall-restart-missing", seconds=f"{RESTART_WAIT_S:.0f}")
         self._end_stalled()
 
-    def _restart_after_stall(self, silent: float, limit: float, diagnosis: Diagnosis) -> None:
+    def _restart_after_stall(
+        self, silent: float, limit: float, diagnosis: Diagnosis, culprit_nodes: tuple[int, ...] = ()
+    ) -> None:
         """Restarts are left: end this node's workers (never torchrun), so that its agent restarts the group; the
         peers' collectives then fail and their agents restart too. Without py-spy stacks, SIGABRT makes
         faulthandler print every rank's stack first."""
         assert self.attempts is not None and self.tree is not None
         self.stall = self._stall_record(silent, limit, diagnosis)
-        self.attempts.stalled(f"{silent:.0f} s without progress (limit {limit:.0f} s)")
+        self.attempts.stalled(f"{silent:.0f} s without progress (limit {limit:.0f} s)", culprit_nodes=culprit_nodes)
         say(self.out, self.lang, "stall-restarting", left=self.attempts.restarts_left)
         self.out.write(BANNER + "\n")
         self._end_workers(abort=not diagnosis.stacks)

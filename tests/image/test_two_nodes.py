@@ -53,9 +53,12 @@ def test_two_node_job(two_node_cfs, docker_services, docker_compose_project_name
     assert "4 in all" in logs["node0"]
     for name in ("node0", "node1"):  # the bandwidth preflight ran across both nodes before training
         assert "health check: bandwidth preflight" in logs[name] and "all-reduce bus bandwidth" in logs[name]
+    for name in ("node0", "node1"):  # the stand-in has no GPU: the node health gate says so in one line, and passes
+        assert logs[name].count("node health gate skipped: no GPU here (VLA_DEVICE=cpu)") == 1, logs[name]
     for rank in (0, 1):
         (log,) = (two_node_cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
         record = json.loads(log.with_suffix(".json").read_text())
         assert record["outcome"]["exit_code"] == 0
         assert record["plan"]["topology"]["node_rank"] == rank
+        assert record["health"]["status"] == "skipped" and record["plan"]["health"]["runs"] is False
     print(f"\nnode logs: {sorted(p.name for p in (two_node_cfs / 'logs').iterdir())}")

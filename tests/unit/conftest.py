@@ -149,5 +149,6 @@ def world(tmp_path: Path) -> World:
         "VLA_BAKED_JOB_FILE": str(tmp_path / "no-baked-job.yaml"),
         "HF_DATASETS_CACHE": str(tmp_path / "hf-datasets"),
         "VLA_TACO": "off",  # TACO has its own tests (test_taco.py); the default wheel is cp312-only
+        "VLA_HEALTH": "off",  # the node health gate has its own tests (test_health_*.py): no NVML here
     }
     return w

@@ -20,9 +20,10 @@ ALLOWED = {
     "fabric": {"core", "inspect"},
     "taco": {"core", "inspect", "net"},
     "fetch": {"core", "inspect", "net"},
-    "plan": {"core", "inspect", "fabric", "taco"},
-    "launch": {"core", "inspect", "fabric", "taco", "plan"},
-    "cli": {"core", "inspect", "fabric", "taco", "net", "fetch", "launch", "plan"},
+    "health": {"core", "inspect", "fabric"},
+    "plan": {"core", "inspect", "fabric", "taco", "health"},
+    "launch": {"core", "inspect", "fabric", "taco", "plan", "health"},
+    "cli": {"core", "inspect", "fabric", "taco", "net", "fetch", "launch", "plan", "health"},
     "__main__": {"cli"},
 }
 # Modules that only inspect: they start no process and change nothing on disk.
@@ -161,5 +162,16 @@ def test_every_exception_is_still_needed(module: str, name: str) -> None:
 
 def test_the_rules_are_written_where_a_newcomer_looks() -> None:
     text = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
-    for package in ("core/", "inspect/", "fabric/", "taco/", "net/", "fetch/", "launch/", "plan.py", "cli.py"):
+    for package in (
+        "core/",
+        "inspect/",
+        "fabric/",
+        "taco/",
+        "net/",
+        "fetch/",
+        "health/",
+        "launch/",
+        "plan.py",
+        "cli.py",
+    ):
         assert package in text
