@@ -34,6 +34,7 @@ from entrypoint.core.files import (
 )
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import whole_number
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
@@ -597,7 +598,8 @@ def _census(tree: _Tree, template: _PathTemplate, layout: _Layout) -> _Census:
         matched = {*census.found, *(path for path, _ in census.odd)}
         for path, problem in present.items():
             match = template.pattern.fullmatch(path) if path not in matched else None
-            episode = int(match.group(template.index_group)) if match else -1
+            number = whole_number(match.group(template.index_group)) if match else None
+            episode = -1 if number is None else number
             if made <= episode < layout.episodes and template.path(episode, layout.chunk_size) == path:
                 census.missing -= 1
                 if problem is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.edges import Edge, WorldLike, check_edge
+from tests.support.fakehosts import hcc_container
 from tests.unit.conftest import FAKE_BIN, World
 
 HUGE = "9" * 5000  # over Python's 4300-digit limit on int()
@@ -109,6 +110,11 @@ def nested_interpreter(world: WorldLike) -> None:
     only_broken(world, folder)
 
 
+def roce_node(world: WorldLike) -> None:
+    """This node is a TI-ONE HCC container with RoCE ports (the fabric rules judge NCCL variables there)."""
+    hcc_container(world.host)
+
+
 def manifest(entry: dict[str, object] | None = None, text: str | None = None) -> Callable[[WorldLike], None]:
     def setup(world: WorldLike) -> None:
         body = text if text is not None else json.dumps({"entries": [entry]})
@@ -182,6 +188,11 @@ EDGES = [
     tione("index-5000-digits", 2, "INDEX", env={"INDEX": HUGE}),
     tione("node-list-count-5000-digits", 2, "NODE_LIST", env={"NODE_LIST": f"10.0.0.1:{HUGE},10.0.0.2:8"}),
     tione("pet-nnodes-5000-digits", 2, "PET_NNODES", env={"PET_NNODES": HUGE}, tione=False),
+    # NCCL variables and the host's NCCL: numbers past int()'s limit are refused as out of range, never a traceback
+    tione("nccl-ib-hca-port-5000-digits", 0, "NCCL_IB_HCA", env={"NCCL_IB_HCA": f"mlx5_bond_0:{HUGE}"},
+          setup=roce_node),
+    tione("nccl-ib-hca-port-out-of-range", 0, "mlx5_bond_1:256", env={"NCCL_IB_HCA": "mlx5_bond_0:1,mlx5_bond_1:256"},
+          setup=roce_node),
     tione("rank-11-makes-the-log-name-too-long", 2, "VLA_EXP_NAME",
           env={**TIONE(nodes=12, per_node=8, rank=11), "VLA_EXP_NAME": "e" * 222}),
     tione("exp-name-one-byte-too-long-at-rank-0", 2, "VLA_EXP_NAME", env={"VLA_EXP_NAME": "e" * 223}),
