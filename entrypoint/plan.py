@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from entrypoint.core.errors import ExitCode
-from entrypoint.core.findings import Finding, exit_code_of, failed, passed, warned
+from entrypoint.core.findings import Finding, Status, exit_code_of, failed, passed, warned
 from entrypoint.core.host import Host
 from entrypoint.core.masking import mask_json
 from entrypoint.core.messages import Catalogue, Text, flatten
@@ -46,6 +46,7 @@ from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resum
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
 from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
+from entrypoint.inspect.train_configs import check_train_config
 from entrypoint.taco.plan import TacoPlan, plan_taco
 
 M = Catalogue(
@@ -656,7 +657,10 @@ def build_plan(
     topology = stated.topology(settings.device) if stated else resolve_topology(host, settings.device)
     findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings)
     findings.append(check_batch(settings.batch_size, topology))
-    assets = inspect_assets(settings, inherited, download=scope is Scope.NODE)
+    config = check_train_config(settings)
+    findings.append(config)
+    config_known = config.status is not Status.FAIL
+    assets = inspect_assets(settings, inherited, download=scope is Scope.NODE, config_known=config_known)
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
     root = check_assets_root(settings, mount_table(host), required, [*assets.findings, *resume.findings])

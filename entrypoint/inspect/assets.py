@@ -863,18 +863,23 @@ def _placeholder_weights(settings: Settings) -> list[Finding]:
     return [failed("assets.weights", what, fix, where, ExitCode.JOB_MISSPECIFIED)]
 
 
-def inspect_assets(settings: Settings, env: Mapping[str, str], download: bool = False) -> AssetReport:
+def inspect_assets(
+    settings: Settings, env: Mapping[str, str], download: bool = False, config_known: bool = True
+) -> AssetReport:
     """Run every asset check the job's settings call for. `download` (a training node's check): when the tokenizer
-    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`)."""
+    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`). Without
+    `config_known` (openpi has no config of that name: refused elsewhere) nothing is looked up under the config's
+    name: no norm stats, no model for the weights."""
     findings: list[Finding] = []
     weights_bytes = None
-    if settings.asset_id is not None:
+    if settings.asset_id is not None and config_known:
         findings += _check_norm_stats(settings, settings.asset_id)
     weights = settings.path("weights")
     if weights is not None:
-        found, weights_bytes = check_weights(weights, settings.train_config, settings.extra_args)
+        config = settings.train_config if config_known else None
+        found, weights_bytes = check_weights(weights, config, settings.extra_args)
         findings += found
-    else:
+    elif config_known:
         findings += _placeholder_weights(settings)
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:

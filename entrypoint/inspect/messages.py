@@ -650,6 +650,49 @@ MESSAGES = Catalogue(
             "tensor names and shapes in {path} not compared: no signature of {model} ships with the launcher",
             "未比对 {path} 中的张量名称和形状:启动器没有随附 {model} 的签名",
         ),
+        # train config names (train_configs.py)
+        "train-config-known": (
+            "train config {name} is one of the {count} configs openpi's {path} defines",
+            "训练配置 {name} 是 openpi 的 {path} 定义的 {count} 个配置之一",
+        ),
+        "train-config-unknown": (
+            "train config '{name}' ({where}) is not one of the {count} configs openpi's {path} defines: the trainer "
+            'would stop at once with "Config not found", and the norm stats and weights are looked up under that name',
+            "训练配置 '{name}'({where})不在 openpi 的 {path} 定义的 {count} 个配置之中:训练脚本会立即因找不到该配置"
+            "而退出,归一化统计量与权重也会按这个名称查找",
+        ),
+        "train-config-unknown-fix": (
+            "Set {where} to a config openpi defines, e.g. {example}. {closest} The norm stats and the weights' model "
+            "are checked once the name is known.",
+            "请把 {where} 设为 openpi 定义的配置名,例如 {example}。{closest}"
+            "名称正确后才会检查归一化统计量与权重对应的模型。",
+        ),
+        "train-config-closest": ("Closest names: {names}.", "最接近的名称:{names}。"),
+        "train-config-no-closest": ("No config name is close to it.", "没有与之接近的配置名。"),
+        "train-config-unchecked-released": (
+            "train config {name} is one of openpi's released configs; not checked against this machine's openpi: "
+            "{path}: {reason} (each node checks it in the image)",
+            "训练配置 {name} 属于 openpi 发布的配置;未与本机的 openpi 核对:{path}:{reason}(每个节点会在镜像中检查)",
+        ),
+        "train-config-unchecked": (
+            "train config '{name}' ({where}) could not be checked: {path}: {reason}; it is not one of openpi's "
+            "released configs",
+            "无法核对训练配置 '{name}'({where}):{path}:{reason};它不属于 openpi 发布的配置",
+        ),
+        "train-config-unchecked-fix": (
+            "If it is a config of your own openpi, nothing to do (each node checks it in the image); otherwise fix "
+            "{where}. {closest}",
+            "如果它是您自己的 openpi 中的配置,则无需处理(每个节点会在镜像中检查);否则请修正 {where}。{closest}",
+        ),
+        "train-configs-none": (
+            "it holds no {call}(name=...) entry",
+            "其中没有 {call}(name=...) 条目",
+        ),
+        "train-configs-syntax": (
+            "it is not valid Python (line {line}: {error})",
+            "它不是合法的 Python 代码(第 {line} 行:{error})",
+        ),
+        "train-configs-unparsable": ("it cannot be parsed as Python", "无法按 Python 代码解析"),
         "weights-unknown-model": (
             "tensor names and shapes in {path} not compared: the model of train config {config} (with its "
             "--model flags) is not one the launcher knows",

@@ -226,6 +226,11 @@ EDGES = [
     settings("dataset-id-long-name", 2, "VLA_DATASET_REPO_ID", env={"VLA_DATASET_REPO_ID": f"org/{LONG}"}),
     settings("asset-id-long-name", 2, "VLA_ASSET_ID", env={"VLA_ASSET_ID": f"org/{LONG}"}),
     settings("train-config-long-name", 2, "VLA_TRAIN_CONFIG", env={"VLA_TRAIN_CONFIG": "c" * 256}),
+    # a train config openpi does not define, wherever it was set
+    settings("train-config-typo", 2, "VLA_TRAIN_CONFIG", env={"VLA_TRAIN_CONFIG": "pi05_librero"}),
+    settings("flag-train-config-typo", 2, "--train-config", argv=("check", "--train-config", "pi05_librero")),
+    settings("train-config-typo-assets", 2, "VLA_TRAIN_CONFIG", argv=("check", "--assets"),
+             env={"VLA_TRAIN_CONFIG": "pi05_librero"}, tione=False),
     settings("exp-name-256-bytes", 2, "VLA_EXP_NAME", env={"VLA_EXP_NAME": "e" * 256}),
     settings("taco-wheel-long-name", 2, "VLA_TACO_WHEEL", env={"VLA_TACO_WHEEL": f"/wheels/{LONG}.whl"}),
     settings("job-file-long-name", 2, "VLA_JOB_FILE", env={"VLA_JOB_FILE": f"/tmp/{LONG}.yaml"}),
@@ -283,6 +288,7 @@ EDGES = [
     job("nul-character", 2, "job.yaml", setup=job_bytes(b"batch_size: 64\x00\n")),
     job("over-256-kib", 2, "job.yaml", setup=job_text("# " + "x" * 300_000 + "\n")),
     job("weights-empty-string", 2, "weights", setup=job_text("weights: ''\n")),
+    job("train-config-typo", 2, "job.yaml: train_config", setup=job_text("train_config: pi05_librero\n")),
     job("extra-args-overwrite", 2, "extra_args", setup=job_text("extra_args: [--overwrite]\n")),
     job("extra-args-resume-eq", 2, "--resume", setup=job_text("extra_args: ['--resume=true']\n")),
     job("argument-over-128-kib", 2, "extra_args", setup=job_text(f"extra_args: [--note, {'a' * 140_000}]\n")),
@@ -323,6 +329,7 @@ EDGES = [
     run("run-taco-wheel-bad-port", 2, "https://h:0/x.whl", argv=("run",),
         env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://h:0/x.whl"}),
     run("run-unknown-flag", 2, "--bogus", argv=("run", "--bogus")),
+    run("run-train-config-typo", 2, "VLA_TRAIN_CONFIG", argv=("run",), env={"VLA_TRAIN_CONFIG": "pi05_librero"}),
     # fetch-assets: numeric options, URLs, manifests
     fetch("timeout-nan", 2, "--timeout", "--timeout", "nan"),
     fetch("timeout-inf", 2, "--timeout", "--timeout", "inf"),
