@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from entrypoint.core.errors import ExitCode, JobMisspecified, PreflightFailed, U
 from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
 from entrypoint.core.masking import masked
-from entrypoint.core.messages import Catalogue, Lang, Text, language, render
+from entrypoint.core.messages import Catalogue, Lang, Text, language, render, shows_chinese
 from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import KEYS, Kind
 
@@ -332,7 +333,7 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
     plan = build_plan(host, _flags(args), scope=scope, nodes=nodes, gpus_per_node=gpus_per_node)
     with_command = args.command == "plan"
     if args.json:
-        print(json.dumps(plan.to_json(with_command=with_command), indent=2, ensure_ascii=False))
+        print(_json(plan.to_json(with_command=with_command)))
         return plan.exit_code
     topo = plan.topology
     lang = language(host.env)
@@ -358,7 +359,7 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
     else:
         result = run_preflight(plan, plan.environment(), sys.stderr if args.json else sys.stdout, lang)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        print(_json(result.to_json()))
     else:
         if result.results:
             print(table(result, lang))
@@ -370,7 +371,9 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line's exit code. Output that cannot be written (a pipe closed by `| head`, a full disk) ends
-    the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback."""
+    the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback. A descriptor closed at start
+    (`vla-entrypoint check >&-`) is output nobody reads; an encoding without Chinese gets English alone."""
+    _usable_streams()
     try:
         code = _main(list(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()
@@ -383,11 +386,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # not a failed write of our output
         _silence_failed_streams()
         with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr at all: None
-            sys.stderr.write(
-                render(M("output-failed", error=error.strerror), Lang.BOTH, lead="vla-entrypoint: ") + "\n"
-            )
+            lang = Lang.BOTH if shows_chinese(sys.stderr) else Lang.EN
+            sys.stderr.write(render(M("output-failed", error=error.strerror), lang, lead="vla-entrypoint: ") + "\n")
             sys.stderr.flush()
         return OUTPUT_FAILED
+
+
+def _usable_streams() -> None:
+    """stdout and stderr that cannot end the command with a traceback: a descriptor closed when the command started
+    (Python then has no stream at all) is pointed at /dev/null, so its output, and what children write there, is
+    dropped; a character the stream's encoding cannot hold is written as a backslash escape."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = getattr(sys, name)
+        if stream is None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115
+        elif isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")
+
+
+def _json(data: object) -> str:
+    """A JSON document for stdout: non-ASCII characters as themselves where stdout can hold them, else escaped
+    (`\\uXXXX`, still valid JSON)."""
+    return json.dumps(data, indent=2, ensure_ascii=not shows_chinese(sys.stdout))
 
 
 def _silence_failed_streams() -> None:
@@ -442,14 +467,8 @@ def _main(argv: list[str]) -> int:
     except UserError as error:
         problem = _with_dev_machine_hint(error)
         if json_mode:
-            print(
-                json.dumps(
-                    {"ok": False, "exit_code": problem.exit_code, "error": problem.to_json()},
-                    indent=2,
-                    ensure_ascii=False,
-                )
-            )
-        print(problem_block(problem), file=sys.stderr)
+            print(_json({"ok": False, "exit_code": problem.exit_code, "error": problem.to_json()}))
+        print(problem_block(problem, chinese=shows_chinese(sys.stderr)), file=sys.stderr)
         return problem.exit_code
     except KeyboardInterrupt:
         return 130
