@@ -34,7 +34,7 @@ from entrypoint.core.files import (
 )
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
 from entrypoint.core.messages import Text
-from entrypoint.core.numbers import whole_number
+from entrypoint.core.numbers import INT64_MAX, whole_number
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
@@ -159,6 +159,10 @@ def _load_json(path: Path) -> object:
     try:
         data = read_all(path, JSON_LIMIT)
     except FileRefused as refused:
+        if refused.problem is Problem.TOO_BIG:
+            mib = JSON_LIMIT >> 20
+            what = M("json-too-big", size=refused.size, mib=round((refused.size or 0) / (1 << 20), 1), limit=mib)
+            raise InvalidAsset(what, M("json-too-big-fix", path=path, limit=mib)) from None
         raise InvalidAsset(refused_text(refused)) from None
     if is_lfs_pointer(data):
         raise _lfs_pointer(path.parent)
@@ -518,6 +522,11 @@ def _layout(info: object) -> _Layout:
         raise InvalidAsset(M("dataset-episodes-count"))
     if type(chunk_size) is not int or chunk_size < 1:
         raise InvalidAsset(M("dataset-chunk-size"))
+    for key, count in (("total_episodes", episodes), ("chunks_size", chunk_size)):
+        if count > INT64_MAX:  # json.loads already refused more than 4300 digits
+            digits = len(str(count))
+            value = str(count) if digits <= 30 else M("number-of-digits", digits=digits)
+            raise InvalidAsset(M("dataset-count-range", key=key, value=value, limit=INT64_MAX))
     if not isinstance(data_path, str) or not isinstance(features, dict):
         raise InvalidAsset(M("dataset-templates-missing"))
     templates = [_template("data_path", data_path)]
@@ -752,14 +761,12 @@ def check_dataset_folder(root: Path) -> tuple[list[Finding], bool, int]:
         findings.append(failed("assets.dataset-lfs", what, M("lfs-pointer-fix", folder=root), str(root)))
     gone = [path for _, path in sorted(first_missing)] + seen.empty
     if gone:
-        what = M(
-            "dataset-files-missing",
-            missing=missing + len(seen.empty),
-            expected=expected,
-            root=root,
-            shown=_listed(gone),
-        )
-        findings.append(failed("assets.dataset-files", what, fix, str(root / gone[0])))
+        lost = missing + len(seen.empty)
+        count = {"info": info_path, "episodes": layout.episodes, "expected": expected}
+        what = M("dataset-files-missing", missing=lost, root=root, shown=_listed(gone), **count)
+        suspect = lost > expected - lost  # most of what info.json promises is absent: the count itself may be wrong
+        what_fix = M("dataset-count-fix", fix=fix, present=expected - lost, **count) if suspect else fix
+        findings.append(failed("assets.dataset-files", what, what_fix, str(root / gone[0])))
     if seen.broken:
         listed = joined(seen.broken[:_SHOWN] + ([verbatim("…")] if len(seen.broken) > _SHOWN else []))
         what = M("dataset-files-broken", count=len(seen.broken), expected=expected, root=root, shown=listed)

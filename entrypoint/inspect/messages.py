@@ -226,6 +226,18 @@ MESSAGES = Catalogue(
             "the path is too long for the file system (a name over 255 bytes)",
             "路径超出文件系统的长度限制(单个名称超过 255 字节)",
         ),
+        "json-too-big": (
+            "the file is {size} bytes ({mib} MiB); the launcher reads a JSON asset (info.json, norm stats, "
+            "config.json) of at most {limit} MiB, so it is not read",
+            "文件大小为 {size} 字节({mib} MiB);启动器读取的 JSON 资源文件(info.json、归一化统计量、config.json)"
+            "最多 {limit} MiB,因此不会读取",
+        ),
+        "json-too-big-fix": (
+            "These files are kilobytes in every openpi and LeRobot release: put the release's own file at {path}. "
+            "The {limit} MiB cap is listed in the README (Settings, 'Values at the edges').",
+            "在 openpi 与 LeRobot 的各个发布版本中,这些文件都只有几 KB:请把发布版本自带的文件放到 {path}。"
+            "{limit} MiB 的上限见 README 的 Settings 一节。",
+        ),
         "file-too-big": (
             "the file is {size} bytes; a file like this is at most {limit} bytes, so it is not read",
             "文件大小为 {size} 字节;此类文件最多 {limit} 字节,因此不会读取",
@@ -347,6 +359,11 @@ MESSAGES = Catalogue(
             "'total_episodes' is missing or not a count",
             "'total_episodes' 缺失或不是计数",
         ),
+        "number-of-digits": ("a number of {digits} digits", "一个 {digits} 位的数"),
+        "dataset-count-range": (
+            "'{key}' is {value}, past any dataset's count (at most {limit})",
+            "'{key}' 为 {value},超出任何数据集的数量范围(最大 {limit})",
+        ),
         "dataset-chunk-size": ("'chunks_size' is not a positive integer", "'chunks_size' 不是正整数"),
         "dataset-templates-missing": ("'data_path' or 'features' is missing", "缺少 'data_path' 或 'features'"),
         "dataset-video-path-missing": (
@@ -410,8 +427,17 @@ MESSAGES = Catalogue(
         ),
         "mp4-no-ftyp": ("no ftyp box at the start: not an mp4 file", "开头没有 ftyp box:不是 mp4 文件"),
         "dataset-files-missing": (
-            "{missing} of {expected} episode files under {root} are missing or empty: {shown}",
-            "{root} 下 {expected} 个剧集文件中有 {missing} 个缺失或为空:{shown}",
+            "{missing} of the {expected} episode files under {root} are missing or empty: {shown} (the count is "
+            "{info}'s total_episodes, {episodes})",
+            "{root} 下 {expected} 个剧集文件中有 {missing} 个缺失或为空:{shown}(该数量来自 {info} 中的 "
+            "total_episodes,{episodes})",
+        ),
+        "dataset-count-fix": (
+            "{fix} If the dataset on disk is whole, {info} is wrong instead: it says total_episodes is {episodes}, "
+            "and only {present} of the {expected} files it implies are there; use the info.json that came with the "
+            "dataset.",
+            "{fix}如果磁盘上的数据集本身完整,那么错的是 {info}:其中 total_episodes 为 {episodes},"
+            "而按此应有的 {expected} 个文件只有 {present} 个存在;请使用数据集自带的 info.json。",
         ),
         "dataset-complete": (
             "dataset complete: {episodes} episodes, {files} files, {gigabytes:.2f} GB in {root}",
