@@ -353,10 +353,12 @@ def _check_norm_stats(settings: Settings, asset_id: str) -> list[Finding]:
     except InvalidAsset as exc:
         fix = exc.fix or M("norm-stats-fix", path=path)
         return [failed("assets.norm-stats", _problem(path, exc), fix, str(path))]
-    short = _short_dims(settings, dims)
+    short, single = _short_dims(settings, dims)
+    fix = M("norm-stats-dims-fix", config=settings.train_config, path=path)
     if short:
-        fix = M("norm-stats-dims-fix", config=settings.train_config, path=path)
         return [failed("assets.norm-stats", M("file-problem", path=path, problem=short), fix, str(path))]
+    if single:
+        return [warned("assets.norm-stats", M("file-problem", path=path, problem=single), fix, str(path))]
     return [passed("assets.norm-stats", M("norm-stats-valid", path=path), str(path))]
 
 
@@ -378,22 +380,30 @@ def _feature_dims(info_path: Path) -> dict[str, int]:
     return dims
 
 
-def _short_dims(settings: Settings, dims: Mapping[str, int]) -> Text | None:
-    """Why the norm stats are shorter than the dataset features the job's config normalises with them; None when
-    they are not. openpi slices the stats to the data's dimension and broadcasts: longer stats (padded to the
-    model's 32) and a single value work, anything between 1 and the data's dimension fails. None also when the
-    config's data mapping or the dataset's dimensions are not known."""
+def _short_dims(settings: Settings, dims: Mapping[str, int]) -> tuple[Text | None, Text | None]:
+    """(why the norm stats are too short to train with, why a single value will stand for every dimension), each
+    None when it does not apply. openpi's `Normalize` slices the stats to the data's last dimension and lets numpy
+    broadcast: longer stats (padded to the model's 32) work; one value is broadcast to every dimension, so training
+    starts but normalises them all alike (a warning); anything between 1 and the data's dimension cannot be
+    broadcast and the trainer fails (a failure). Both None when the config's data mapping or the dataset's
+    dimensions are not known."""
     sources = NORM_STATS_FEATURES.get(settings.train_config)
     if sources is None or settings.dataset_repo_id is None:
-        return None
+        return None, None
     info = settings.path("lerobot_home") / settings.dataset_repo_id / "meta" / "info.json"
     data = _feature_dims(info)
-    short = []
+    short: list[Text] = []
+    single: list[Text] = []
     for key, feature in sources.items():
         stats, wanted = dims.get(key), data.get(feature)
-        if stats is not None and wanted is not None and 1 < stats < wanted:
-            short.append(M("norm-stats-dims-short", key=key, stats=stats, feature=feature, data=wanted))
-    return M("norm-stats-dims", short=joined(short, "; "), info=info) if short else None
+        if stats is None or wanted is None or stats >= wanted:
+            continue
+        entry = M("norm-stats-dims-short", key=key, stats=stats, feature=feature, data=wanted)
+        (single if stats == 1 else short).append(entry)
+    return (
+        M("norm-stats-dims", short=joined(short, "; "), info=info) if short else None,
+        M("norm-stats-dims-single", short=joined(single, "; "), info=info) if single else None,
+    )
 
 
 # --- LeRobot v2.x datasets -------------------------------------------------------------------------------------

@@ -792,6 +792,12 @@ MESSAGES = Catalogue(
             "fails before its first step",
             "{short}({info}):openpi 归一化时无法把短于数据的统计量广播到数据上,训练脚本会在第一步之前失败",
         ),
+        "norm-stats-dims-single": (
+            "{short} ({info}): openpi broadcasts a single value to every dimension, so training starts but normalises "
+            "all of them with that one value, unlike norm stats computed from this dataset",
+            "{short}({info}):openpi 会把单个值广播到每一维,训练可以启动,但所有维度都用这一个值归一化,"
+            "与基于该数据集计算的统计量不同",
+        ),
         "norm-stats-dims-fix": (
             "Recompute the norm stats from this dataset with openpi's scripts/compute_norm_stats.py --config-name "
             "{config} and copy the norm_stats.json it writes to {path}.",
