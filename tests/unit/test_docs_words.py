@@ -1,0 +1,29 @@
+"""What the README and docs tell a user to type and believe: no secret on a command line in either language, no
+figure without the command and date that produced it, no retired goal."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SECRET_ON_A_COMMAND_LINE = re.compile(r"\b\w*(?:PASSWORD|TOKEN|SECRET)=\S")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_no_secret_is_typed_on_a_command_line(doc: Path) -> None:
+    """A password in `VAR=value command` lands in the shell history and the process list: both languages read it
+    with `read -rs` instead."""
+    found = [line for line in doc.read_text(encoding="utf-8").splitlines() if SECRET_ON_A_COMMAND_LINE.search(line)]
+    assert not found, found
+
+
+def test_both_quick_starts_read_the_registry_password_without_echo() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    chinese = text[text.index("## 中文快速上手") : text.index("## Using the image on TI-ONE")]
+    english = text[text.index("## Using the image on TI-ONE") :]
+    for section in (chinese, english):
+        assert "read -rs TCR_PASSWORD; export TCR_PASSWORD" in section
