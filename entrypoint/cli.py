@@ -192,7 +192,7 @@ M = Catalogue(
         ),
         "help-fetch-description": (
             "{help} (see the README's 'Preparing the assets')",
-            "{help}(参见 README 的 “Preparing the assets” 一节)",
+            "{help}(参见 README 中准备资源(Preparing assets)一节)",
         ),
     },
 )
