@@ -31,6 +31,7 @@ from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
 from entrypoint.core.masking import masked
 from entrypoint.core.messages import Catalogue, Lang, Text, language, render, shows_chinese
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import KEYS, Kind
 
@@ -72,6 +73,10 @@ M = Catalogue(
         ),
         "resume": ("resume: {action}", "续训:{action}"),
         "resume-from": ("resume: {action} from step {step}", "续训:{action},从第 {step} 步开始"),
+        "resume-action-fresh": ("fresh", "全新开始"),
+        "resume-action-resume": ("resume", "从检查点续训"),
+        "resume-action-overwrite": ("overwrite", "移开旧实验后全新开始"),
+        "resume-action-finished": ("finished", "已训练完成"),
         "node-log": ("node log: {log}", "节点日志:{log}"),
         "node-log-none": ("node log: none ({reason})", "节点日志:无({reason})"),
         "nccl-debug": ("NCCL debug: {reason}", "NCCL 调试:{reason}"),
@@ -379,10 +384,11 @@ def _print_launch(plan: Plan, lang: Lang) -> None:
         lines += [M("kept")] + [f"  {name}={value}" for name, value in masked(plan.env.kept).items()]
     if plan.env.removed:
         lines += [M("removed")] + [f"  {name}" for name in sorted(plan.env.removed)]
+    action = M(f"resume-action-{resume.action.value}")
     if resume.step is not None:
-        lines.append(M("resume-from", action=resume.action, step=resume.step))
+        lines.append(M("resume-from", action=action, step=resume.step))
     else:
-        lines.append(M("resume", action=resume.action))
+        lines.append(M("resume", action=action))
     lines.append(M("node-log", log=str(files.log)) if files.log else M("node-log-none", reason=files.problem))
     lines += [
         M("nccl-debug", reason=launch.nccl_reason),
@@ -471,7 +477,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_failed_streams()
         with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr at all: None
             lang = Lang.BOTH if shows_chinese(sys.stderr) else Lang.EN
-            sys.stderr.write(render(M("output-failed", error=error.strerror), lang, lead="vla-entrypoint: ") + "\n")
+            sys.stderr.write(
+                render(M("output-failed", error=os_error_text(error)), lang, lead="vla-entrypoint: ") + "\n"
+            )
             sys.stderr.flush()
         return OUTPUT_FAILED
 

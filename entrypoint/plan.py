@@ -44,7 +44,12 @@ from entrypoint.inspect.openpi import TRAINER_SCRIPT, TrainerFlags
 from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, transformers_dir
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
-from entrypoint.inspect.storage import check_assets_root, check_checkpoint_storage, check_datasets_cache, writable
+from entrypoint.inspect.storage import (
+    check_assets_root,
+    check_checkpoint_storage,
+    check_datasets_cache,
+    unwritable_reason,
+)
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
 from entrypoint.inspect.train_configs import check_train_config
 from entrypoint.taco.plan import TacoPlan, plan_taco
@@ -203,7 +208,7 @@ class NodeFiles:
 
     stamp: str
     log: Path | None
-    problem: str | None = None
+    problem: Text | None = None
 
     @property
     def record(self) -> Path | None:
@@ -237,7 +242,7 @@ class NodeFiles:
             "nccl_log_dir": shown(self.nccl_dir),
             "stacks": shown(self.stacks),
             "attempts": shown(self.attempts),
-            "log_problem": self.problem,
+            **flatten(self.problem, "log_problem"),
         }
 
 
@@ -397,9 +402,9 @@ def torchrun_command(
 def node_files(settings: Settings, node_rank: int, stamp: str) -> NodeFiles:
     """`<log_dir>/<exp>-node<rank>-<stamp>.log` as in the seed, when the log folder can be written."""
     log_dir = settings.path("log_dir")
-    ok, detail = writable(log_dir)
-    if not ok:
-        return NodeFiles(stamp, None, detail)
+    problem = unwritable_reason(log_dir)
+    if problem is not None:
+        return NodeFiles(stamp, None, problem)
     stem = f"{settings.exp_name}-node{node_rank}-"
     chosen = stamp
     for n in range(2, 100):  # a run of this node started in the same second keeps its files: `<stamp>-<n>`
@@ -521,7 +526,7 @@ def _fit_names(settings: Settings, files: NodeFiles) -> tuple[NodeFiles, list[Fi
     where = settings.where("exp_name")
     what = M("node-file-name-too-long", where=where, name=f"{longest[:32]}…{longest[-32:]}", size=size, limit=NAME_MAX)
     fix = M("node-file-name-too-long-fix", where=where, excess=size - NAME_MAX)
-    return NodeFiles(files.stamp, None, what.en), [
+    return NodeFiles(files.stamp, None, what), [
         failed("settings.name-too-long", what, fix, where, ExitCode.JOB_MISSPECIFIED)
     ]
 
@@ -680,7 +685,7 @@ def build_plan(
     files, name_findings = _fit_names(settings, node_files(settings, topology.node_rank, stamp))
     withheld = root.withheld(settings.path("log_dir"))
     if withheld is not None:  # a log would create the unmounted root on the container's disk
-        files = NodeFiles(files.stamp, None, withheld.en)
+        files = NodeFiles(files.stamp, None, withheld)
     findings += name_findings
     nccl_debug, nccl_reason = _route_node_files(env_plan, inherited, fabric, files)
     fr_pipes = f"/tmp/vla-entrypoint-fr-node{topology.node_rank}-{files.stamp}-pipe_"

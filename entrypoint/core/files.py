@@ -43,12 +43,21 @@ class Problem(StrEnum):
 
 
 class FileRefused(Exception):
-    """`path` was not read: `problem` says why; `detail` is a link's target or the system's words, `size` and
-    `limit` the numbers of a file too big."""
+    """`path` was not read: `problem` says why; `detail` is a link's target or the system's words (`errno` their
+    number), `size` and `limit` the numbers of a file too big."""
 
-    def __init__(self, path: str | Path, problem: Problem, detail: str = "", size: int = 0, limit: int = 0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        problem: Problem,
+        detail: str = "",
+        size: int = 0,
+        limit: int = 0,
+        errno: int | None = None,
+    ) -> None:
         super().__init__(f"{path}: {problem}{f' ({detail})' if detail else ''}")
         self.path, self.problem, self.detail, self.size, self.limit = str(path), problem, detail, size, limit
+        self.errno = errno
 
 
 class Ends(NamedTuple):
@@ -88,7 +97,9 @@ def refusal(path: str | Path, error: OSError) -> FileRefused:
         errno.ESPIPE: Problem.FIFO,
     }
     problem = problems.get(error.errno or 0)
-    return FileRefused(path, problem or Problem.OS_ERROR, "" if problem else str(error.strerror or error))
+    if problem is not None:
+        return FileRefused(path, problem)
+    return FileRefused(path, Problem.OS_ERROR, str(error.strerror or error), errno=error.errno)
 
 
 def problem_at(path: str | Path) -> Problem | None:

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from entrypoint.core.messages import Catalogue, Text
+from entrypoint.core.oserror import os_error_text
 
 MESSAGES = Catalogue(
     "core",
@@ -36,7 +37,10 @@ MESSAGES = Catalogue(
             "it is {size} bytes; a file like this is at most {limit} bytes",
             "文件大小为 {size} 字节;此类文件最多 {limit} 字节",
         ),
-        "file-not-utf8": ("it is not UTF-8 text ({error})", "它不是 UTF-8 文本({error})"),
+        "file-not-utf8": (
+            "it is not UTF-8 text (byte {position} cannot be decoded)",
+            "它不是 UTF-8 文本(第 {position} 字节无法解码)",
+        ),
         "file-os-error": ("the system refused: {error}", "系统拒绝访问:{error}"),
     },
 )
@@ -78,7 +82,7 @@ def _os_problem(error: OSError) -> FileProblem:
         return FileProblem(MESSAGES("file-loop"))
     if error.errno == errno.ENAMETOOLONG:
         return FileProblem(MESSAGES("file-name-too-long"))
-    return FileProblem(MESSAGES("file-os-error", error=error.strerror or error))
+    return FileProblem(MESSAGES("file-os-error", error=os_error_text(error)))
 
 
 def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
@@ -106,4 +110,4 @@ def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise FileProblem(MESSAGES("file-not-utf8", error=error)) from None
+        raise FileProblem(MESSAGES("file-not-utf8", position=error.start)) from None

@@ -35,6 +35,7 @@ from entrypoint.core.files import (
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
 from entrypoint.core.messages import Text
 from entrypoint.core.numbers import INT64_MAX, whole_number
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
@@ -124,7 +125,7 @@ def refused_text(refused: FileRefused) -> Text:
         case Problem.TOO_BIG:
             return M("file-too-big", size=refused.size, limit=refused.limit)
         case _:
-            return M("file-unreadable", error=refused.detail)
+            return M("file-unreadable", error=os_error_text(refused.errno, refused.detail))
 
 
 def is_lfs_pointer(head: bytes) -> bool:
@@ -136,22 +137,45 @@ def _lfs_pointer(folder: Path) -> InvalidAsset:
     return InvalidAsset(M("lfs-pointer"), M("lfs-pointer-fix", folder=folder))
 
 
+class _NonFinite(ValueError):
+    """NaN or Infinity in JSON, which strict JSON does not have."""
+
+
+# What Python's JSON decoder says, in words of both languages (its `msg`, without the position it appends).
+_JSON_PROBLEMS = {
+    "Expecting value": "json-expecting-value",
+    "Expecting ',' delimiter": "json-expecting-comma",
+    "Expecting ':' delimiter": "json-expecting-colon",
+    "Expecting property name enclosed in double quotes": "json-expecting-name",
+    "Extra data": "json-extra-data",
+    "Unterminated string starting at": "json-unterminated-string",
+    "Invalid control character at": "json-control-character",
+    "Invalid \\escape": "json-bad-escape",
+}
+
+
 def _parse_json(data: bytes) -> object:
-    """Strict JSON (NaN/Infinity rejected); raise InvalidAsset with a reason."""
+    """Strict JSON (NaN/Infinity rejected); raise InvalidAsset with a reason in both languages."""
 
     def reject_constant(name: str) -> object:
-        raise ValueError(f"non-finite number {name}")
+        raise _NonFinite(name)
 
     try:
         return json.loads(data.decode("utf-8"), parse_constant=reject_constant)
     except RecursionError:
         raise InvalidAsset(M("json-too-deep")) from None
     except UnicodeDecodeError as exc:
-        raise InvalidAsset(M("file-not-json", error=exc)) from None
+        raise InvalidAsset(M("file-not-utf8", position=exc.start)) from None
+    except _NonFinite as exc:
+        raise InvalidAsset(M("json-non-finite", name=str(exc))) from None
+    except json.JSONDecodeError as exc:
+        known = _JSON_PROBLEMS.get(exc.msg)
+        problem = M(known) if known else M("json-syntax", error=exc.msg)
+        raise InvalidAsset(M("file-not-json", error=problem, line=exc.lineno, column=exc.colno)) from None
     except ValueError as exc:
         if "integer string conversion" in str(exc):
             raise InvalidAsset(M("json-integer-too-long", limit=sys.get_int_max_str_digits())) from None
-        raise InvalidAsset(M("file-not-json", error=exc)) from None
+        raise InvalidAsset(M("json-syntax", error=shown(str(exc), 80))) from None
 
 
 def _load_json(path: Path) -> object:
@@ -860,7 +884,7 @@ def _download_finding(env: Mapping[str, str], target: Path) -> Finding:
             what = M("tokenizer-no-gcsfs", url=TOKENIZER_URL, python=sys.executable or "python3")
             return failed("assets.tokenizer-download", what, fix, where)
         case Fetch.UNREACHABLE:
-            what = M("tokenizer-unreachable", endpoint=verdict.endpoint, url=TOKENIZER_URL, reason=verdict.reason)
+            what = M("tokenizer-unreachable", endpoint=verdict.endpoint, url=TOKENIZER_URL, reason=verdict.reason or "")
             return failed("assets.tokenizer-download", what, fix, where)
         case Fetch.UNKNOWN:
             what = M("tokenizer-unknown", endpoint=verdict.endpoint, seconds=PROBE_TIMEOUT_S)

@@ -259,7 +259,27 @@ MESSAGES = Catalogue(
             "请在 {folder} 中运行 `git lfs install && git lfs pull`,或直接下载真实文件,不要在未启用 git-lfs 时克隆。",
         ),
         "named-problem": ("{path} ({problem})", "{path}({problem})"),
-        "file-not-json": ("the file is not valid JSON: {error}", "文件不是合法的 JSON:{error}"),
+        "file-not-json": (
+            "the file is not valid JSON: {error} (line {line}, column {column})",
+            "文件不是合法的 JSON(第 {line} 行,第 {column} 列):{error}",
+        ),
+        "file-not-utf8": (
+            "the file is not UTF-8 text: byte {position} cannot be decoded",
+            "文件不是 UTF-8 文本:第 {position} 字节无法解码",
+        ),
+        "json-non-finite": (
+            "the file is not valid JSON: it holds the non-finite number {name}",
+            "文件不是合法的 JSON:其中含有非有限数 {name}",
+        ),
+        "json-syntax": ("the file is not valid JSON: {error}", "文件不是合法的 JSON(JSON 语法错误:{error})"),
+        "json-expecting-value": ("a value was expected", "此处应为一个值"),
+        "json-expecting-comma": ("a ',' was expected", "此处应为逗号 ','"),
+        "json-expecting-colon": ("a ':' was expected", "此处应为冒号 ':'"),
+        "json-expecting-name": ("a key in double quotes was expected", "此处应为用双引号括起的键名"),
+        "json-extra-data": ("more follows after the JSON value", "JSON 值之后还有多余内容"),
+        "json-unterminated-string": ("a string has no closing quote", "字符串缺少结束引号"),
+        "json-control-character": ("a string holds a control character", "字符串中含有控制字符"),
+        "json-bad-escape": ("a string holds an invalid escape", "字符串中含有非法的转义序列"),
         "file-not-json-object": ("it is not a JSON object", "不是 JSON 对象"),
         "file-problem": ("{path}: {problem}", "{path}:{problem}"),
         "norm-stats-no-root": ("no top-level 'norm_stats' object", "缺少顶层 'norm_stats' 对象"),
@@ -676,6 +696,8 @@ MESSAGES = Catalogue(
             "tensor names and shapes in {path} not compared: no signature of {model} ships with the launcher",
             "未比对 {path} 中的张量名称和形状:启动器没有随附 {model} 的签名",
         ),
+        "tokenizer-no-host": ("{variable} names no host", "{variable} 中没有主机名"),
+        "tokenizer-no-address": ("the name resolves to no address", "该名称没有解析到任何地址"),
         # train config names (train_configs.py)
         "train-config-known": (
             "train config {name} is one of the {count} configs openpi's {path} defines",

@@ -174,6 +174,7 @@ MESSAGES = Catalogue(
             "Check that nothing earlier on PYTHONPATH shadows the prelude, and that the wheel matches this Python.",
             "请确认 PYTHONPATH 中没有更靠前的条目遮蔽 prelude,且 wheel 与当前 Python 匹配。",
         ),
+        "verify-timeout": ("no answer within {seconds} s", "{seconds} 秒内没有结果"),
         "verify-unfinished": (
             "the TACO check in a child interpreter did not finish: {error}",
             "子解释器中的 TACO 检查未完成:{error}",

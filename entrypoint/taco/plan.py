@@ -29,6 +29,7 @@ from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text, flatten
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.settings import Settings, TacoMode
 from entrypoint.inspect.environment import EnvPlan
 from entrypoint.taco.messages import MESSAGES as M
@@ -230,7 +231,8 @@ def _wheel_source(settings: Settings, tags: list[Tag], sha256: str | None) -> tu
             try:
                 actual = sha256_of(path)
             except OSError as error:
-                return Trouble(M("wheel-unreadable", path=path, error=error), M("wheel-unreadable-fix"), where)
+                what = M("wheel-unreadable", path=path, error=os_error_text(error))
+                return Trouble(what, M("wheel-unreadable-fix"), where)
             if actual != sha256:
                 what = M("wheel-mismatch", path=path, actual=actual, expected=sha256)
                 return Trouble(what, M("wheel-mismatch-fix", path=path), "VLA_TACO_WHEEL_SHA256")
