@@ -88,6 +88,7 @@ M = Catalogue(
             "Use one of: {commands} (vla-entrypoint --help describes them).",
             "请使用以下命令之一:{commands}(vla-entrypoint --help 有说明)。",
         ),
+        "usage-command-did-you-mean": ("Did you mean '{command}'? {fix}", "是否应为 '{command}'?{fix}"),
         "usage-invalid-choice": ("{flag}: {value} is not one of {choices}", "{flag}:{value} 不在可选值 {choices} 之中"),
         "usage-invalid-choice-fix": ("Give {flag} one of: {choices}.", "请为 {flag} 指定以下取值之一:{choices}。"),
         "usage-missing-value": ("{flag} needs a value", "{flag} 缺少取值"),
@@ -244,11 +245,16 @@ def usage_error(prog: str, message: str) -> JobMisspecified:
             continue
         fields = match.groupdict()
         if kind == "choice" and fields["flag"] == "COMMAND":
+            import difflib
+
             command = fields["value"].strip("'")
             what = M("usage-unknown-command", command=command)
-            return JobMisspecified(
-                "cli.usage", command, what, M("usage-unknown-command-fix", commands=fields["choices"])
-            )
+            names = [name.strip(" '") for name in fields["choices"].split(",")]
+            close = difflib.get_close_matches(command, names, n=1, cutoff=0.6)
+            fix = M("usage-unknown-command-fix", commands=fields["choices"])
+            if close:
+                fix = M("usage-command-did-you-mean", command=close[0], fix=fix)
+            return JobMisspecified("cli.usage", command, what, fix)
         if kind == "choice":
             what = M("usage-invalid-choice", **fields)
             return JobMisspecified("cli.usage", fields["flag"], what, M("usage-invalid-choice-fix", **fields))

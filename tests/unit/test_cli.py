@@ -286,12 +286,23 @@ def test_preflight_help_lists_only_the_flags_it_uses(world):
     [
         (["check", "--precision", "fp8"], "--precision", "'fp8' is not one of 'bfloat16', 'float32'", "不在可选值"),
         (["chekc"], "chekc", "unknown command 'chekc'", "未知命令 'chekc'"),
+        (["chek"], "chek", "Did you mean 'check'? Use one of", "是否应为 'check'?请使用以下命令之一"),
+        (["fetch-asset"], "fetch-asset", "Did you mean 'fetch-assets'?", "是否应为 'fetch-assets'?"),
         (["plan", "--batch-size"], "--batch-size", "--batch-size needs a value", "--batch-size 缺少取值"),
         (["check", "--batch-sise", "8"], "--batch-sise", "does not know --batch-sise 8", "无法识别 --batch-sise 8"),
         (["check", "--wandb=1"], "--wandb/--no-wandb", "takes no value", "不接受取值"),
         (["fetch-assets", "--segments", "x"], "--segments", "'x' is not a whole number", "'x' 不是整数"),
     ],
-    ids=["choice", "command", "missing-value", "unknown-flag", "switch-with-value", "not-a-number"],
+    ids=[
+        "choice",
+        "command",
+        "command-did-you-mean",
+        "command-did-you-mean-plural",
+        "missing-value",
+        "unknown-flag",
+        "switch-with-value",
+        "not-a-number",
+    ],
 )
 def test_usage_errors_come_out_in_both_languages(world, argv, where, en, zh):
     result = world.cli(*argv)

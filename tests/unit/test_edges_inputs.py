@@ -270,6 +270,8 @@ EDGES = [
     # command-line slips
     settings("bad-choice", 2, "--precision", argv=("check", "--precision", "fp8")),
     settings("unknown-command", 2, "chekc", argv=("chekc",)),
+    settings("unknown-command-close", 2, "Did you mean 'check'?", argv=("chek",)),
+    settings("unknown-command-json", 2, "Did you mean 'plan'?", argv=("pln", "--json")),
     settings("missing-value", 2, "--batch-size", argv=("check", "--batch-size")),
     settings("unknown-flag", 2, "--batch-sise", argv=("check", "--batch-sise", "64")),
     settings("unknown-flag-json", 2, "--bogus", argv=("check", "--json", "--bogus")),
