@@ -27,3 +27,20 @@ def test_both_quick_starts_read_the_registry_password_without_echo() -> None:
     english = text[text.index("## Using the image on TI-ONE") :]
     for section in (chinese, english):
         assert "read -rs TCR_PASSWORD; export TCR_PASSWORD" in section
+
+
+def test_the_benchmarks_describe_the_weights_file_they_measured(tmp_path: Path) -> None:
+    """The synthetic tree's weights hold the shipped pi05 signature: their size and tensor count, as written."""
+    import json
+    import struct
+
+    from tests.support.synthetic import make_assets_tree
+
+    weights = make_assets_tree(tmp_path / "tree", episodes=1) / "checkpoints/pi05_base_pytorch/model.safetensors"
+    with weights.open("rb") as handle:
+        header = json.loads(handle.read(struct.unpack("<Q", handle.read(8))[0]))
+    count, size = len([k for k in header if k != "__metadata__"]), weights.stat().st_size
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert f"sparse {size / 1e9:.2f} GB `model.safetensors` (the {count} tensors" in text
+    assert f"({count} tensors, 4.14 B parameters" in text
+    assert "sparse 14 GB" not in text and "813 tensors" not in text
