@@ -114,6 +114,18 @@ M = Catalogue(
             "{where} 向训练脚本传入了 {flag},但该参数由启动器自行设置",
         ),
         "extra-args-owned-fix": ("Remove {flag} from {where}; {instead}", "请从 {where} 中删除 {flag};{instead}"),
+        "extra-args-no-training": (
+            "{where} passes {flag} to the trainer: openpi's trainer would print its help (or a shell completion "
+            "script) and exit 0 without training, so the job would end as a success that trained nothing",
+            "{where} 向训练脚本传入了 {flag}:openpi 训练脚本会打印帮助(或 shell 补全脚本)后以 0 退出而不训练,"
+            "任务会以“成功”结束却什么也没训练",
+        ),
+        "extra-args-no-training-fix": (
+            "Remove {flag} from {where}. To see the trainer's flags, run `python scripts/train_pytorch.py <config> "
+            "--help` in the image yourself.",
+            "请从 {where} 中删除 {flag}。如需查看训练脚本的参数,请在镜像中自行运行 "
+            "`python scripts/train_pytorch.py <配置名> --help`。",
+        ),
         "owned-by-setting": (
             "set {variable} instead (or {key} in the job file).",
             "请改为设置 {variable}(或任务文件中的 {key})。",
@@ -599,6 +611,20 @@ def _owned_flag_findings(settings: Settings) -> list[Finding]:
     return findings
 
 
+def _no_training_findings(settings: Settings) -> list[Finding]:
+    """`extra_args` may not hold a flag that makes the trainer print something and exit 0 without training: tyro's
+    `-h`/`--help` and its `--tyro-*` completion flags. The job would end 'successfully' having trained nothing."""
+    where = settings.where("extra_args")
+    findings = []
+    for arg in settings.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in ("-h", "--help") or flag.startswith("--tyro-"):
+            what = M("extra-args-no-training", where=where, flag=flag)
+            fix = M("extra-args-no-training-fix", flag=flag, where=where)
+            findings.append(failed("settings.extra-args", what, fix, where, ExitCode.JOB_MISSPECIFIED))
+    return findings
+
+
 def _exec_size_findings(settings: Settings, command: list[str], env: Mapping[str, str]) -> list[Finding]:
     """torchrun's argv and environment fit what `execve` accepts: each item at most `MAX_ARG_BYTES`, all together
     at most the system's ARG_MAX (otherwise `run` would fail with 'Argument list too long')."""
@@ -719,6 +745,7 @@ def build_plan(
     )
     findings += _check_trainer(settings, command, inherited.get("PATH"))
     findings += _owned_flag_findings(settings)
+    findings += _no_training_findings(settings)
     findings += _exec_size_findings(settings, command, env_plan.apply(inherited))
     launch = Launch(
         command=command,

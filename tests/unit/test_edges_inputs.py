@@ -250,6 +250,13 @@ EDGES = [
     settings("extra-args-checkpoint-dir", 2, "--checkpoint-base-dir",
              env={"VLA_EXTRA_ARGS": "--checkpoint-base-dir /elsewhere"}),
     settings("flag-extra-args-overwrite", 2, "--extra-args", argv=("check", "--extra-args", "--overwrite")),
+    # flags that make the trainer print something and exit 0 without training
+    settings("extra-args-help", 2, "VLA_EXTRA_ARGS passes --help", env={"VLA_EXTRA_ARGS": "--help"}),
+    settings("extra-args-h", 2, "VLA_EXTRA_ARGS passes -h", env={"VLA_EXTRA_ARGS": "--seed 1 -h"}),
+    settings("extra-args-help-eq", 2, "passes --help", env={"VLA_EXTRA_ARGS": "--help=true"}),
+    settings("extra-args-tyro-completion", 2, "passes --tyro-write-completion",
+             env={"VLA_EXTRA_ARGS": "--tyro-write-completion bash /tmp/x"}),
+    settings("flag-extra-args-help", 2, "--extra-args passes --help", argv=("check", "--extra-args", "--help")),
     # TACO wheel URLs with a malformed host or port, a scheme, a name: the error names the setting and the value
     settings("taco-wheel-port-out-of-range", 2, "VLA_TACO_WHEEL: https://host:99999",
              env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://host:99999/x.whl"}),
@@ -334,6 +341,7 @@ EDGES = [
     run("run-exp-name-log-too-long", 2, "VLA_EXP_NAME", argv=("run",), env={"VLA_EXP_NAME": "r" * 230}),
     run("run-log-dir-long-name", 2, "VLA_LOG_DIR", argv=("run",), env={"VLA_LOG_DIR": f"/tmp/{LONG}"}),
     run("run-extra-args-overwrite", 2, "VLA_EXTRA_ARGS", argv=("run",), env={"VLA_EXTRA_ARGS": "--overwrite"}),
+    run("run-extra-args-help", 2, "VLA_EXTRA_ARGS passes --help", argv=("run",), env={"VLA_EXTRA_ARGS": "--help"}),
     run("run-argument-too-long", 2, "extra_args", argv=("run",),
         setup=job_text(f"extra_args: [--note, {'a' * 140_000}]\n")),
     run("run-weights-empty", 2, "VLA_WEIGHTS", argv=("run",), env={"VLA_WEIGHTS": ""}),
