@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from entrypoint.core.errors import ExitCode
 from entrypoint.core.files import (
     Ends,
     FileRefused,
@@ -40,9 +39,9 @@ from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
 from entrypoint.inspect.openpi import (
+    NO_WEIGHTS,
     NORM_STATS_FEATURES,
     NORM_STATS_FILE,
-    PLACEHOLDER_WEIGHT_PATHS,
     TOKENIZER_RELATIVE,
     TOKENIZER_URL,
 )
@@ -892,16 +891,12 @@ def _download_finding(env: Mapping[str, str], target: Path) -> Finding:
     return passed("assets.tokenizer-download", M("tokenizer-reachable", endpoint=verdict.endpoint), where)
 
 
-def _placeholder_weights(settings: Settings) -> list[Finding]:
-    """`weights: none` for a config whose own weight path is a placeholder: the trainer would fail loading it."""
-    placeholder = PLACEHOLDER_WEIGHT_PATHS.get(settings.train_config)
-    if placeholder is None:
-        return []
+def _no_weights(settings: Settings) -> list[Finding]:
+    """`weights: none`: nothing to check; the trainer starts from random initialisation (`--pytorch-weight-path
+    None` replaces the config's own path, a placeholder for pi05_libero)."""
     where = settings.where("weights")
-    what = M("weights-none-placeholder", where=where, config=settings.train_config, placeholder=placeholder)
-    example = Path(settings.assets_root) / "checkpoints" / "pi05_base_pytorch"
-    fix = M("weights-none-placeholder-fix", example=example, config=settings.train_config)
-    return [failed("assets.weights", what, fix, where, ExitCode.JOB_MISSPECIFIED)]
+    what = M("weights-none", where=where, config=settings.train_config, flag=f"--pytorch-weight-path {NO_WEIGHTS}")
+    return [passed("assets.weights", what, where)]
 
 
 def inspect_assets(
@@ -920,8 +915,8 @@ def inspect_assets(
         config = settings.train_config if config_known else None
         found, weights_bytes = check_weights(weights, config, settings.extra_args)
         findings += found
-    elif config_known:
-        findings += _placeholder_weights(settings)
+    else:
+        findings += _no_weights(settings)
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:
         found, complete, total = check_dataset_folder(settings.path("lerobot_home") / settings.dataset_repo_id)

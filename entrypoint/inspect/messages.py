@@ -834,19 +834,11 @@ MESSAGES = Catalogue(
             "To keep the weights folder whole, copy config.json from the converted checkpoint to {weights} again.",
             "如需保持权重目录完整,请把转换所得检查点中的 config.json 重新复制到 {weights}。",
         ),
-        "weights-none-placeholder": (
-            "weights is 'none' ({where}), so the launcher passes no --pytorch-weight-path, but {config}'s own weight "
-            "path is the placeholder '{placeholder}': the trainer builds the model, then fails loading that path",
-            "weights 为 'none'({where}),启动器因此不传 --pytorch-weight-path;但 {config} 自带的权重路径是占位符 "
-            "'{placeholder}':训练脚本构建模型后加载该路径时失败",
-        ),
-        "weights-none-placeholder-fix": (
-            "Stage the converted base weights (config.json, model.safetensors) in a folder under the assets root, "
-            'e.g. {example}, and set weights (VLA_WEIGHTS) to it (README, "Preparing the assets"); {config} has no '
-            "random-init start through the launcher.",
-            "请把转换后的基座权重(config.json、model.safetensors)放到资源根目录下的某个目录,例如 {example},"
-            "并把 weights(VLA_WEIGHTS)设为该目录(见 README 准备资源一节);通过启动器无法让 "
-            "{config} 从随机初始化开始。",
+        "weights-none": (
+            "no base weights: weights is 'none' ({where}), so {config} starts from random initialisation (the "
+            "trainer gets {flag}, which also replaces the config's own weight path)",
+            "不使用基座权重:weights 为 'none'({where}),因此 {config} 从随机初始化开始训练(训练脚本收到 {flag},"
+            "它也会替换该配置自带的权重路径)",
         ),
         "tokenizer-no-gcsfs": (
             "the PaliGemma tokenizer is not staged and openpi cannot download it: fetching {url} needs the gcsfs "

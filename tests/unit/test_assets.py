@@ -121,7 +121,8 @@ def test_fake_data_configs_skip_dataset_and_weights(world):
         ),
         world.env,
     )
-    assert report.findings == ()
+    assert [(f.id, f.status.value) for f in report.findings] == [("assets.weights", "pass")]
+    assert "random initialisation" in report.findings[0].message.en and report.dataset_bytes == 0
 
 
 def test_a_bad_file_is_explained_in_both_languages(world):
