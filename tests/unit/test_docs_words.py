@@ -44,3 +44,10 @@ def test_the_benchmarks_describe_the_weights_file_they_measured(tmp_path: Path) 
     assert f"sparse {size / 1e9:.2f} GB `model.safetensors` (the {count} tensors" in text
     assert f"({count} tensors, 4.14 B parameters" in text
     assert "sparse 14 GB" not in text and "813 tensors" not in text
+
+
+@pytest.mark.parametrize("doc", [*DOCS, ROOT / "scripts" / "bench_check.py"], ids=lambda d: d.name)
+def test_the_retired_start_up_goal_is_not_claimed(doc: Path) -> None:
+    """`check`'s start-up against a bare interpreter is a regression guard (scripts/bench_check.py), not a ≤ 3× goal."""
+    text = doc.read_text(encoding="utf-8")
+    assert not re.search(r"goal (?:\(issue 15\) )?is (?:check )?≤ ?3×|the goal is\s+≤ ?3×", text)
