@@ -51,3 +51,15 @@ def test_the_retired_start_up_goal_is_not_claimed(doc: Path) -> None:
     """`check`'s start-up against a bare interpreter is a regression guard (scripts/bench_check.py), not a ≤ 3× goal."""
     text = doc.read_text(encoding="utf-8")
     assert not re.search(r"goal (?:\(issue 15\) )?is (?:check )?≤ ?3×|the goal is\s+≤ ?3×", text)
+
+
+def test_every_measured_figure_in_the_readme_says_how_and_when() -> None:
+    """A figure someone measured (seconds, sizes) sits beside the command or page that produced it and the date."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraphs = re.split(r"\n\s*\n|\n(?=\s*- )", text)
+    figure = re.compile(r"\b\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)? ?(?:s|ms)\b")
+    measured = [p for p in paragraphs if re.search(r"\bMeasured\b|measured on|\btook \d", p) and figure.search(p)]
+    assert measured, "the README quotes measured figures"
+    for paragraph in measured:
+        assert re.search(r"\b20\d\d-\d\d-\d\d\b", paragraph), paragraph
+        assert re.search(r"`[^`]*(?:pytest|python3 -m|vla-entrypoint)[^`]*`|docs/\w+\.md", paragraph), paragraph
