@@ -63,3 +63,11 @@ def test_every_measured_figure_in_the_readme_says_how_and_when() -> None:
     for paragraph in measured:
         assert re.search(r"\b20\d\d-\d\d-\d\d\b", paragraph), paragraph
         assert re.search(r"`[^`]*(?:pytest|python3 -m|vla-entrypoint)[^`]*`|docs/\w+\.md", paragraph), paragraph
+
+
+def test_the_readme_says_what_the_demo_and_the_tests_cost_and_fetch() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    cost = text[text.index("**What the demo and the tests cost.**") :].split("\n\n")[0]
+    for fact in ("py-spy", "PyPI", "docker/tools", "GB", "The unit tier", "resident", "`.venv`"):
+        assert fact in cost, fact
+    assert "A second `scripts/demo` into the same folder trains nothing" in text
