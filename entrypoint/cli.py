@@ -2,8 +2,9 @@
 
 With no arguments it runs the job (the container's default command). Every settings flag has a `VLA_*`
 variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified (a bad command line too: argparse's
-English usage errors come out through the catalogue), 3 preflight failed, 124 stalled, 141 output pipe closed, 74
-output not written, otherwise training's own (128+N after signal N).
+English usage errors come out through the catalogue), 3 preflight failed, 93 do not requeue, 124 stalled, 141 output
+pipe closed, 74 output not written, otherwise training's own (128+N after signal N). `--help` is written in the
+language `VLA_LANG`/`LANG` picks, like every other message.
 
 Start-up cost matters (this is the container's entrypoint): each command imports only what it uses. `fetch-assets`
 and the download stack are imported only for `fetch-assets` itself; a sub-command's flags are added to the parser
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -29,7 +31,8 @@ from entrypoint.core.errors import ExitCode, JobMisspecified, PreflightFailed, U
 from entrypoint.core.findings import Status
 from entrypoint.core.host import Host
 from entrypoint.core.masking import mask_json, masked
-from entrypoint.core.messages import Catalogue, Lang, Text, language, render
+from entrypoint.core.messages import Catalogue, Lang, Text, language, render, shows_chinese
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import KEYS, Kind
 
@@ -71,6 +74,10 @@ M = Catalogue(
         ),
         "resume": ("resume: {action}", "续训:{action}"),
         "resume-from": ("resume: {action} from step {step}", "续训:{action},从第 {step} 步开始"),
+        "resume-action-fresh": ("fresh", "全新开始"),
+        "resume-action-resume": ("resume", "从检查点续训"),
+        "resume-action-overwrite": ("overwrite", "移开旧实验后全新开始"),
+        "resume-action-finished": ("finished", "已训练完成"),
         "node-log": ("node log: {log}", "节点日志:{log}"),
         "node-log-none": ("node log: none ({reason})", "节点日志:无({reason})"),
         "nccl-debug": ("NCCL debug: {reason}", "NCCL 调试:{reason}"),
@@ -83,6 +90,7 @@ M = Catalogue(
             "Use one of: {commands} (vla-entrypoint --help describes them).",
             "请使用以下命令之一:{commands}(vla-entrypoint --help 有说明)。",
         ),
+        "usage-command-did-you-mean": ("Did you mean '{command}'? {fix}", "是否应为 '{command}'?{fix}"),
         "usage-invalid-choice": ("{flag}: {value} is not one of {choices}", "{flag}:{value} 不在可选值 {choices} 之中"),
         "usage-invalid-choice-fix": ("Give {flag} one of: {choices}.", "请为 {flag} 指定以下取值之一:{choices}。"),
         "usage-missing-value": ("{flag} needs a value", "{flag} 缺少取值"),
@@ -111,15 +119,91 @@ M = Catalogue(
         "usage-help-fix": ("See {prog} --help for the valid flags and values.", "有效的参数与取值见 {prog} --help。"),
         "usage-other": ("invalid command line: {message}", "命令行无效:{message}"),
         "output-failed": ("cannot write the output ({error})", "无法写出输出({error})"),
+        # --help
+        "help-description": (
+            "Launch openpi training on TI-ONE: read the platform's variables, verify assets, decide resume, start "
+            "torchrun.",
+            "在 TI-ONE 上启动 openpi 训练:读取平台变量,校验资源,决定是否续训,再启动 torchrun。",
+        ),
+        "help-run": ("verify, then start training with torchrun (the default)", "校验后用 torchrun 启动训练(默认命令)"),
+        "help-check": (
+            "run every inspection; launch nothing, change nothing (the dev machine: check --assets)",
+            "执行全部检查;不启动、不修改任何内容(开发机上用 check --assets)",
+        ),
+        "help-plan": (
+            "inspections plus the resolved launch: environment, command, node files; change nothing",
+            "检查并给出完整的启动方案:环境变量、命令、节点文件;不修改任何内容",
+        ),
+        "help-preflight": (
+            "all-reduce bandwidth over every GPU of every node via torchrun (run it on every node)",
+            "通过 torchrun 测量所有节点所有 GPU 的 all-reduce 带宽(需在每个节点上同时运行)",
+        ),
+        "help-fetch-assets": (
+            "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked",
+            "下载并解压 openpi-assets 目录(开发机上执行一次):可断点续传,校验后再检查",
+        ),
+        "help-json": ("print one JSON object instead of text", "输出一个 JSON 对象而不是文本"),
+        "help-assets": (
+            "the dev machine (CFS mounted; no GPU, torchrun, openpi or TI-ONE variables needed): check the CFS tree "
+            "only: assets (norm stats, weights, dataset, tokenizer), code/job.yaml, resume, checkpoint storage and "
+            "free space, and the batch for the job shape below; checks only a node can make (GPUs, RDMA/NCCL, locked "
+            "memory, trainer, torchrun, transformers patch, TACO wheel) are shown as SKIP and never fail. Exit 0 on a "
+            "good tree",
+            "用于开发机(已挂载 CFS;无需 GPU、torchrun、openpi 或 TI-ONE 变量):只检查 CFS 目录:资源(归一化统计量、"
+            "权重、数据集、分词器)、code/job.yaml、续训、检查点存储与剩余空间,以及按下面的任务规模检查 batch;"
+            "只有节点才能做的检查(GPU、RDMA/NCCL、锁定内存、训练脚本、torchrun、transformers 补丁、TACO wheel)"
+            "显示为 SKIP,不会导致失败。目录完好时以 0 退出",
+        ),
+        "help-nodes": (
+            "with --assets: the job's node count (default: TI-ONE's WORLD_SIZE when set, else 1)",
+            "与 --assets 一起使用:任务的节点数(默认:已设置时取 TI-ONE 的 WORLD_SIZE,否则为 1)",
+        ),
+        "help-gpus": (
+            "with --assets: GPUs per node (default: TI-ONE's GPU_NUM_PER_NODE when set, else 8; 1 with --device cpu)",
+            "与 --assets 一起使用:每个节点的 GPU 数(默认:已设置时取 TI-ONE 的 GPU_NUM_PER_NODE,否则为 8;"
+            "--device cpu 时为 1)",
+        ),
+        "help-settings": ("job settings (each also a VLA_* variable)", "任务设置(每项也可用 VLA_* 变量设置)"),
+        "help-job-file": ("YAML job file [env VLA_JOB_FILE]", "YAML 任务文件 [变量 VLA_JOB_FILE]"),
+        "help-setting": ("{help} [env {env}; default {default}]", "{help} [变量 {env};默认 {default}]"),
+        "help-last": ("(must come last)", "(必须放在最后)"),
+        "help-exit-codes": (
+            "exit codes:\n"
+            "  0      success\n"
+            "  2      the job is mis-specified: bad YAML, bad variable, contradictory settings, bad command line\n"
+            "  3      a preflight check failed: missing or corrupt assets, impossible topology, node 0 unreachable\n"
+            "  93     do not requeue: in-job restarts cannot help (VLA_MAX_RESTARTS spent, two attempts without "
+            "progress, or the same exception twice)\n"
+            "  124    stalled: the watchdog ended a job without progress and without a restart left "
+            "(VLA_STALL_ACTION=fail)\n"
+            "  141    the output pipe closed early (| head)\n"
+            "  74     the output could not be written (a full disk)\n"
+            "  other  training's own exit code (128+N when ended by signal N)\n"
+            "settings precedence: defaults < /etc/vla-entrypoint/job.yaml < job file (VLA_JOB_FILE or "
+            "<assets_root>/code/job.yaml) < VLA_* variables < these flags",
+            "退出码:\n"
+            "  0      成功\n"
+            "  2      任务配置有误:YAML、变量取值、矛盾的设置、命令行有误\n"
+            "  3      预检失败:资源缺失或损坏、拓扑不成立、连不上 0 号节点\n"
+            "  93     请勿重新排队:任务内重启无济于事(VLA_MAX_RESTARTS 已用完、连续两次没有进展,或两次抛出相同异常)\n"
+            "  124    训练卡住:看门狗结束了没有进展且没有剩余重启次数的任务(VLA_STALL_ACTION=fail)\n"
+            "  141    输出管道提前关闭(| head)\n"
+            "  74     无法写出输出(磁盘已满)\n"
+            "  其他   训练本身的退出码(被信号 N 终止时为 128+N)\n"
+            "设置优先级:默认值 < /etc/vla-entrypoint/job.yaml < 任务文件(VLA_JOB_FILE 或 "
+            "<assets_root>/code/job.yaml) < VLA_* 变量 < 这些命令行参数",
+        ),
+        "help-fetch-exit-codes": (
+            "exit codes: 0 done and checked; 2 bad manifest, URL or entry name; 3 a download, verification, disk or "
+            "check failure (run again to resume)",
+            "退出码:0 完成并检查通过;2 清单、URL 或条目名有误;3 下载、校验、磁盘或检查失败(再次运行即可续传)",
+        ),
+        "help-fetch-description": (
+            "{help} (see the README's 'Preparing the assets')",
+            "{help}(参见 README 中准备资源(Preparing assets)一节)",
+        ),
     },
 )
-
-EPILOG = """exit codes: 0 success; 2 the job is mis-specified (bad YAML, bad variable, contradictory settings,
-bad command line); 3 a preflight check failed (missing/corrupt assets, impossible topology); 124 the stall
-watchdog ended a job that made no progress (VLA_STALL_ACTION=fail); 141 the output pipe closed early (`| head`);
-74 the output could not be written (a full disk); otherwise training's own exit code (128+N when ended by signal
-N). Settings precedence: defaults < /etc/vla-entrypoint/job.yaml < job file (VLA_JOB_FILE or
-<assets_root>/code/job.yaml) < VLA_* variables < these flags."""
 PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for a writer ended by SIGPIPE
 OUTPUT_FAILED = 74  # EX_IOERR (sysexits.h): stdout could not be written (a full disk, /dev/full)
 # The settings the bandwidth preflight reads (the job file and assets root only locate the job file).
@@ -132,15 +216,6 @@ PREFLIGHT_KEYS = (
     "preflight_min_busbw",
 )
 FETCH_ASSETS = "fetch-assets"
-FETCH_HELP = "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked"
-ASSETS_HELP = (
-    "the dev machine (CFS mounted; no GPU, torchrun, openpi or TI-ONE variables needed): check the CFS tree only: "
-    "assets (norm stats, weights, dataset, tokenizer), code/job.yaml, resume, checkpoint storage and free space, "
-    "and the batch for the job shape below; checks only a node can make (GPUs, RDMA/NCCL, locked memory, trainer, "
-    "torchrun, transformers patch, TACO wheel) are shown as SKIP and never fail. Exit 0 on a good tree"
-)
-NODES_HELP = "with --assets: the job's node count (default: TI-ONE's WORLD_SIZE when set, else 1)"
-GPUS_HELP = "with --assets: GPUs per node (default: TI-ONE's GPU_NUM_PER_NODE when set, else 8; 1 with --device cpu)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -172,11 +247,16 @@ def usage_error(prog: str, message: str) -> JobMisspecified:
             continue
         fields = match.groupdict()
         if kind == "choice" and fields["flag"] == "COMMAND":
+            import difflib
+
             command = fields["value"].strip("'")
             what = M("usage-unknown-command", command=command)
-            return JobMisspecified(
-                "cli.usage", command, what, M("usage-unknown-command-fix", commands=fields["choices"])
-            )
+            names = [name.strip(" '") for name in fields["choices"].split(",")]
+            close = difflib.get_close_matches(command, names, n=1, cutoff=0.6)
+            fix = M("usage-unknown-command-fix", commands=fields["choices"])
+            if close:
+                fix = M("usage-command-did-you-mean", command=close[0], fix=fix)
+            return JobMisspecified("cli.usage", command, what, fix)
         if kind == "choice":
             what = M("usage-invalid-choice", **fields)
             return JobMisspecified("cli.usage", fields["flag"], what, M("usage-invalid-choice-fix", **fields))
@@ -216,63 +296,79 @@ def unknown_arguments(prog: str, arguments: list[str], flags: Sequence[str]) -> 
     )
 
 
-def _add_setting_flags(parser: argparse.ArgumentParser, names: Sequence[str] | None = None) -> None:
+def _said(text: Text, lang: Lang, block: bool = False) -> str:
+    """A help text in `lang`, `%` escaped for argparse. Both languages follow one another: in paragraphs for a
+    `block`, which argparse prints as written, so its English is wrapped here (its Chinese is written in short
+    lines: a character is two columns wide)."""
+    import textwrap
+
+    def wrapped(line: str) -> str:  # a continued line is indented under the text of an indented one
+        indent = " " * (len(line) - len(line.lstrip()) + (7 if line.startswith("  ") else 0))
+        return textwrap.fill(line, 100, subsequent_indent=indent, break_on_hyphens=False)
+
+    en = "\n".join(wrapped(line) for line in text.en.split("\n")) if block else text.en
+    both = f"{en}\n\n{text.zh}" if block else f"{en} / {text.zh}"
+    return {Lang.EN: en, Lang.ZH: text.zh, Lang.BOTH: both}[lang].replace("%", "%%")
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, lang: Lang, names: Sequence[str] | None = None) -> None:
     """The settings flags (`names` only, when given) and `--job-file`."""
-    group = parser.add_argument_group("job settings (each also a VLA_* variable)")
-    group.add_argument("--job-file", dest="job_file", metavar="PATH", help="YAML job file [env VLA_JOB_FILE]")
+    group = parser.add_argument_group(_said(M("help-settings"), lang))
+    group.add_argument("--job-file", dest="job_file", metavar="PATH", help=_said(M("help-job-file"), lang))
     for key in KEYS:
         if key.kind is Kind.ENV or (names is not None and key.name not in names):
             continue
-        text = f"{key.help} [env {key.env}; default {key.default!r}]".replace("%", "%%")
+        described = M("help-setting", help=key.description, env=key.env, default=repr(key.default))
+        text = _said(described, lang)
         if key.kind is Kind.BOOL:
             group.add_argument(key.flag, dest=key.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif key.kind is Kind.ARGS:
-            group.add_argument(
-                key.flag, dest=key.name, nargs=argparse.REMAINDER, default=None, help=text + " (must come last)"
-            )
+            last = _said(M("help-last"), lang)
+            group.add_argument(key.flag, dest=key.name, nargs=argparse.REMAINDER, default=None, help=f"{text} {last}")
         else:
             group.add_argument(
                 key.flag, dest=key.name, default=None, metavar=key.name.upper(), choices=key.choices or None, help=text
             )
 
 
-def build_parser(command: str | None = None) -> _Parser:
-    """The whole command line; given the `command` about to run, only that sub-command gets its flags (the others'
-    cost start-up time, and `fetch-assets`' import its module)."""
+def build_parser(command: str | None = None, lang: Lang = Lang.EN) -> _Parser:
+    """The whole command line, its help in `lang`; given the `command` about to run, only that sub-command gets its
+    flags (the others' cost start-up time, and `fetch-assets`' import its module)."""
+    epilog = _said(M("help-exit-codes"), lang, block=True)
     parser = _Parser(
         prog="vla-entrypoint",
-        description="Launch openpi training on TI-ONE: read the platform's variables, verify assets, decide resume, "
-        "start torchrun.",
-        epilog=EPILOG,
+        description=_said(M("help-description"), lang, block=True),
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vla-entrypoint {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    specs = (
-        ("run", "verify, then start training with torchrun (the default)"),
-        ("check", "run every inspection; launch nothing, change nothing (the dev machine: check --assets)"),
-        ("plan", "inspections plus the resolved launch: environment, command, node files; change nothing"),
-        ("preflight", "all-reduce bandwidth over every GPU of every node via torchrun (run it on every node)"),
-    )
-    for name, text in specs:
+    for name in ("run", "check", "plan", "preflight"):
+        text = M(f"help-{name}")
         sub = commands.add_parser(
-            name, help=text, description=text, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=_said(text, lang),
+            description=_said(text, lang, block=True),
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if name in ("check", "plan", "preflight"):
-            sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+            sub.add_argument("--json", action="store_true", help=_said(M("help-json"), lang))
         if name == "check":
-            sub.add_argument("--assets", action="store_true", help=ASSETS_HELP)
-            sub.add_argument("--nodes", type=int, metavar="N", help=NODES_HELP)
-            sub.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, metavar="G", help=GPUS_HELP)
+            sub.add_argument("--assets", action="store_true", help=_said(M("help-assets"), lang))
+            sub.add_argument("--nodes", type=int, metavar="N", help=_said(M("help-nodes"), lang))
+            gpus = _said(M("help-gpus"), lang)
+            sub.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, metavar="G", help=gpus)
         parser.commands[name] = sub
         if command in (None, name):
-            _add_setting_flags(sub, PREFLIGHT_KEYS if name == "preflight" else None)
+            _add_setting_flags(sub, lang, PREFLIGHT_KEYS if name == "preflight" else None)
+    fetch_help = M("help-fetch-assets")
     fetch = commands.add_parser(
         FETCH_ASSETS,
-        help=FETCH_HELP,
-        description=FETCH_HELP + " (see the README's 'Preparing the assets')",
-        epilog="exit codes: 0 done and checked; 2 bad manifest, URL or entry name; "
-        "3 a download, verification, disk or check failure (run again to resume)",
+        help=_said(fetch_help, lang),
+        description=_said(M("help-fetch-description", help=fetch_help), lang, block=True),
+        epilog=_said(M("help-fetch-exit-codes"), lang, block=True),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.commands[FETCH_ASSETS] = fetch
     if command in (None, FETCH_ASSETS):
@@ -296,10 +392,11 @@ def _print_launch(plan: Plan, lang: Lang) -> None:
         lines += [M("kept")] + [f"  {name}={value}" for name, value in masked(plan.env.kept).items()]
     if plan.env.removed:
         lines += [M("removed")] + [f"  {name}" for name in sorted(plan.env.removed)]
+    action = M(f"resume-action-{resume.action.value}")
     if resume.step is not None:
-        lines.append(M("resume-from", action=resume.action, step=resume.step))
+        lines.append(M("resume-from", action=action, step=resume.step))
     else:
-        lines.append(M("resume", action=resume.action))
+        lines.append(M("resume", action=action))
     lines.append(M("node-log", log=str(files.log)) if files.log else M("node-log-none", reason=files.problem))
     lines += [
         M("nccl-debug", reason=launch.nccl_reason),
@@ -344,7 +441,7 @@ def _inspect(host: Host, args: argparse.Namespace) -> int:
         data = plan.to_json(with_command=with_command)
         if gate is not None:
             data["health"] = mask_json(gate.to_json())
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(_json(data))
         return plan.exit_code
     topo = plan.topology
     lang = language(host.env)
@@ -374,7 +471,7 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
     else:
         result = run_preflight(plan, plan.environment(), sys.stderr if args.json else sys.stdout, lang)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        print(_json(result.to_json()))
     else:
         if result.results:
             print(table(result, lang))
@@ -386,7 +483,9 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line's exit code. Output that cannot be written (a pipe closed by `| head`, a full disk) ends
-    the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback."""
+    the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback. A descriptor closed at start
+    (`vla-entrypoint check >&-`) is output nobody reads; an encoding without Chinese gets English alone."""
+    _usable_streams()
     try:
         code = _main(list(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()
@@ -399,11 +498,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # not a failed write of our output
         _silence_failed_streams()
         with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr at all: None
+            lang = Lang.BOTH if shows_chinese(sys.stderr) else Lang.EN
             sys.stderr.write(
-                render(M("output-failed", error=error.strerror), Lang.BOTH, lead="vla-entrypoint: ") + "\n"
+                render(M("output-failed", error=os_error_text(error)), lang, lead="vla-entrypoint: ") + "\n"
             )
             sys.stderr.flush()
         return OUTPUT_FAILED
+
+
+def _usable_streams() -> None:
+    """stdout and stderr that cannot end the command with a traceback: a descriptor closed when the command started
+    (Python then has no stream at all) is pointed at /dev/null, so its output, and what children write there, is
+    dropped; a character the stream's encoding cannot hold is written as a backslash escape."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = getattr(sys, name)
+        if stream is None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115
+        elif isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")
+
+
+def _json(data: object) -> str:
+    """A JSON document for stdout: non-ASCII characters as themselves where stdout can hold them, else escaped
+    (`\\uXXXX`, still valid JSON)."""
+    return json.dumps(data, indent=2, ensure_ascii=not shows_chinese(sys.stdout))
 
 
 def _silence_failed_streams() -> None:
@@ -432,7 +555,7 @@ def _main(argv: list[str]) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run", *argv]
     json_mode = "--json" in argv
-    parser = build_parser(argv[0])
+    parser = build_parser(argv[0], language())
     try:
         try:
             args, unknown = parser.parse_known_args(argv)
@@ -458,14 +581,8 @@ def _main(argv: list[str]) -> int:
     except UserError as error:
         problem = _with_dev_machine_hint(error)
         if json_mode:
-            print(
-                json.dumps(
-                    {"ok": False, "exit_code": problem.exit_code, "error": problem.to_json()},
-                    indent=2,
-                    ensure_ascii=False,
-                )
-            )
-        print(problem_block(problem), file=sys.stderr)
+            print(_json({"ok": False, "exit_code": problem.exit_code, "error": problem.to_json()}))
+        print(problem_block(problem, chinese=shows_chinese(sys.stderr)), file=sys.stderr)
         return problem.exit_code
     except KeyboardInterrupt:
         return 130

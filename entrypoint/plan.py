@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from entrypoint.core.errors import ExitCode
-from entrypoint.core.findings import Finding, exit_code_of, failed, passed, warned
+from entrypoint.core.findings import Finding, Status, exit_code_of, failed, passed, warned
 from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.masking import mask_json
 from entrypoint.core.messages import Catalogue, Text, flatten
@@ -54,10 +54,11 @@ from entrypoint.inspect.storage import (
     check_checkpoint_storage,
     check_datasets_cache,
     datasets_cache_dir,
-    writable,
+    unwritable_reason,
 )
 from entrypoint.inspect.storage_probe import StorageProbe, mounts_touched
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource, master_wait, resolve_topology
+from entrypoint.inspect.train_configs import check_train_config
 from entrypoint.taco.plan import TacoPlan, plan_taco
 
 M = Catalogue(
@@ -120,6 +121,18 @@ M = Catalogue(
             "{where} 向训练脚本传入了 {flag},但该参数由启动器自行设置",
         ),
         "extra-args-owned-fix": ("Remove {flag} from {where}; {instead}", "请从 {where} 中删除 {flag};{instead}"),
+        "extra-args-no-training": (
+            "{where} passes {flag} to the trainer: openpi's trainer would print its help (or a shell completion "
+            "script) and exit 0 without training, so the job would end as a success that trained nothing",
+            "{where} 向训练脚本传入了 {flag}:openpi 训练脚本会打印帮助(或 shell 补全脚本)后以 0 退出而不训练,"
+            "任务会以“成功”结束却什么也没训练",
+        ),
+        "extra-args-no-training-fix": (
+            "Remove {flag} from {where}. To see the trainer's flags, run `python scripts/train_pytorch.py <config> "
+            "--help` in the image yourself.",
+            "请从 {where} 中删除 {flag}。如需查看训练脚本的参数,请在镜像中自行运行 "
+            "`python scripts/train_pytorch.py <配置名> --help`。",
+        ),
         "owned-by-setting": (
             "set {variable} instead (or {key} in the job file).",
             "请改为设置 {variable}(或任务文件中的 {key})。",
@@ -214,7 +227,7 @@ class NodeFiles:
 
     stamp: str
     log: Path | None
-    problem: str | None = None
+    problem: Text | None = None
 
     @property
     def record(self) -> Path | None:
@@ -248,7 +261,7 @@ class NodeFiles:
             "nccl_log_dir": shown(self.nccl_dir),
             "stacks": shown(self.stacks),
             "attempts": shown(self.attempts),
-            "log_problem": self.problem,
+            **flatten(self.problem, "log_problem"),
         }
 
 
@@ -423,9 +436,9 @@ def torchrun_command(
 def node_files(settings: Settings, node_rank: int, stamp: str) -> NodeFiles:
     """`<log_dir>/<exp>-node<rank>-<stamp>.log` as in the seed, when the log folder can be written."""
     log_dir = settings.path("log_dir")
-    ok, detail = writable(log_dir)
-    if not ok:
-        return NodeFiles(stamp, None, detail)
+    problem = unwritable_reason(log_dir)
+    if problem is not None:
+        return NodeFiles(stamp, None, problem)
     stem = f"{settings.exp_name}-node{node_rank}-"
     chosen = stamp
     for n in range(2, 100):  # a run of this node started in the same second keeps its files: `<stamp>-<n>`
@@ -547,7 +560,7 @@ def _fit_names(settings: Settings, files: NodeFiles) -> tuple[NodeFiles, list[Fi
     where = settings.where("exp_name")
     what = M("node-file-name-too-long", where=where, name=f"{longest[:32]}…{longest[-32:]}", size=size, limit=NAME_MAX)
     fix = M("node-file-name-too-long-fix", where=where, excess=size - NAME_MAX)
-    return NodeFiles(files.stamp, None, what.en), [
+    return NodeFiles(files.stamp, None, what), [
         failed("settings.name-too-long", what, fix, where, ExitCode.JOB_MISSPECIFIED)
     ]
 
@@ -617,6 +630,20 @@ def _owned_flag_findings(settings: Settings) -> list[Finding]:
         what = M("extra-args-owned", where=where, flag=flag)
         fix = M("extra-args-owned-fix", flag=flag, where=where, instead=instead)
         findings.append(failed("settings.extra-args", what, fix, where, ExitCode.JOB_MISSPECIFIED))
+    return findings
+
+
+def _no_training_findings(settings: Settings) -> list[Finding]:
+    """`extra_args` may not hold a flag that makes the trainer print something and exit 0 without training: tyro's
+    `-h`/`--help` and its `--tyro-*` completion flags. The job would end 'successfully' having trained nothing."""
+    where = settings.where("extra_args")
+    findings = []
+    for arg in settings.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in ("-h", "--help") or flag.startswith("--tyro-"):
+            what = M("extra-args-no-training", where=where, flag=flag)
+            fix = M("extra-args-no-training-fix", flag=flag, where=where)
+            findings.append(failed("settings.extra-args", what, fix, where, ExitCode.JOB_MISSPECIFIED))
     return findings
 
 
@@ -703,6 +730,9 @@ def build_plan(
     topology = stated.topology(settings.device) if stated else resolve_topology(host, settings.device)
     findings: list[Finding] = list(topology.findings) + _unknown_variable_findings(settings) + probe.findings()
     findings.append(check_batch(settings.batch_size, topology))
+    config = check_train_config(settings)
+    findings.append(config)
+    config_known = config.status is not Status.FAIL
     dataset = settings.path("lerobot_home") / settings.dataset_repo_id if settings.dataset_repo_id else None
     seal = plan_seal(inherited, dataset, settings.path("log_dir"), topology.node_rank)
     if scope is not Scope.NODE:
@@ -710,7 +740,15 @@ def build_plan(
     started_at = time.time() - (process_age_s() or 0.0)
     # A worker waits for node 0's seal as long as it would wait for node 0 itself, at most the storage bound.
     wait_s = float(min(settings.storage_timeout, settings.master_wait_timeout)) if wait_for_seal else 0.0
-    assets = inspect_assets(settings, inherited, scope is Scope.NODE, seal, wait_s, started_at)
+    assets = inspect_assets(
+        settings,
+        inherited,
+        download=scope is Scope.NODE,
+        config_known=config_known,
+        seal=seal,
+        seal_wait_s=wait_s,
+        started_at=started_at,
+    )
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
     root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings])
@@ -735,7 +773,7 @@ def build_plan(
     files, name_findings = _fit_names(settings, node_files(settings, topology.node_rank, stamp))
     withheld = root.withheld(settings.path("log_dir"))
     if withheld is not None:  # a log would create the unmounted root on the container's disk
-        files = NodeFiles(files.stamp, None, withheld.en)
+        files = NodeFiles(files.stamp, None, withheld)
     findings += name_findings
     nccl_debug, nccl_reason = _route_node_files(env_plan, inherited, fabric, files)
     fr_pipes = f"/tmp/vla-entrypoint-fr-node{topology.node_rank}-{files.stamp}-pipe_"
@@ -771,6 +809,7 @@ def build_plan(
     )
     findings += _check_trainer(settings, command, inherited.get("PATH"))
     findings += _owned_flag_findings(settings)
+    findings += _no_training_findings(settings)
     findings += _exec_size_findings(settings, command, env_plan.apply(inherited))
     launch = Launch(
         command=command,

@@ -176,7 +176,8 @@ def markdown(
 
 The synthetic LIBERO-sized tree (`tests/support/synthetic.py`): {args.episodes} episode parquet files (each `PAR1`
 at both ends around a footer whose length fits, as real parquet), the LeRobot meta files, norm stats, a tokenizer
-and a sparse 14 GB `model.safetensors`. The check lists each episode folder once and reads a few bytes at each end
+and a sparse 7.47 GB `model.safetensors` (the 812 tensors of the pi05 signature the launcher ships). The check lists
+each episode folder once and reads a few bytes at each end
 of every episode file (one open, two `pread`s, no separate stat), reads the head of every meta file and of the
 tokenizer, and checks the weights from their safetensors header as strictly as the safetensors loader; every
 check passed on the tree.
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse_uncommitted(args.write, args.allow_uncommitted)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-assets-", dir=os.environ.get("BENCH_DIR")) as temp:
-        tree = make_assets_tree(Path(temp) / "openpi-assets", args.episodes, 14 * 10**9, sparse_weights=True)
+        tree = make_assets_tree(Path(temp) / "openpi-assets", args.episodes, sparse_weights=True)
         (Path(temp) / "home").mkdir()
         found = ways(tree)
         warm = measure(found, args.runs, cold=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from entrypoint.core.messages import Catalogue, Text
+from entrypoint.core.oserror import os_error_text
 
 MESSAGES = Catalogue(
     "core",
@@ -46,7 +47,10 @@ MESSAGES = Catalogue(
             "it is {size} bytes; a file like this is at most {limit} bytes",
             "文件大小为 {size} 字节;此类文件最多 {limit} 字节",
         ),
-        "file-not-utf8": ("it is not UTF-8 text ({error})", "它不是 UTF-8 文本({error})"),
+        "file-not-utf8": (
+            "it is not UTF-8 text (byte {position} cannot be decoded)",
+            "它不是 UTF-8 文本(第 {position} 字节无法解码)",
+        ),
         "file-os-error": ("the system refused: {error}", "系统拒绝访问:{error}"),
     },
 )
@@ -77,12 +81,21 @@ class Problem(StrEnum):
 
 
 class FileRefused(Exception):
-    """`path` was not read: `problem` says why; `detail` is a link's target or the system's words, `size` and
-    `limit` the numbers of a file too big."""
+    """`path` was not read: `problem` says why; `detail` is a link's target or the system's words (`errno` their
+    number), `size` and `limit` the numbers of a file too big."""
 
-    def __init__(self, path: str | Path, problem: Problem, detail: str = "", size: int = 0, limit: int = 0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        problem: Problem,
+        detail: str = "",
+        size: int = 0,
+        limit: int = 0,
+        errno: int | None = None,
+    ) -> None:
         super().__init__(f"{path}: {problem}{f' ({detail})' if detail else ''}")
         self.path, self.problem, self.detail, self.size, self.limit = str(path), problem, detail, size, limit
+        self.errno = errno
 
 
 class Ends(NamedTuple):
@@ -122,7 +135,9 @@ def refusal(path: str | Path, error: OSError) -> FileRefused:
         errno.ESPIPE: Problem.FIFO,
     }
     problem = problems.get(error.errno or 0)
-    return FileRefused(path, problem or Problem.OS_ERROR, "" if problem else str(error.strerror or error))
+    if problem is not None:
+        return FileRefused(path, problem)
+    return FileRefused(path, Problem.OS_ERROR, str(error.strerror or error), errno=error.errno)
 
 
 def problem_at(path: str | Path) -> Problem | None:
@@ -283,7 +298,7 @@ def read_text(path: str | Path, limit: int = TEXT_LIMIT) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise FileRefused(path, Problem.NOT_UTF8, str(error)) from None
+        raise FileRefused(path, Problem.NOT_UTF8, str(error.start)) from None
 
 
 def describe(refused: FileRefused) -> Text:
@@ -306,11 +321,12 @@ def describe(refused: FileRefused) -> Text:
         case Problem.TOO_BIG:
             return MESSAGES("file-too-big", size=refused.size, limit=refused.limit)
         case Problem.NOT_UTF8:
-            return MESSAGES("file-not-utf8", error=refused.detail)
+            return MESSAGES("file-not-utf8", position=refused.detail)
         case Problem.PERMISSION_DENIED:
-            return MESSAGES("file-os-error", error=os.strerror(errno.EACCES))
+            return MESSAGES("file-os-error", error=os_error_text(PermissionError(errno.EACCES, "")))
         case _:
-            return MESSAGES("file-os-error", error=refused.detail)
+            error = OSError(refused.errno, refused.detail) if refused.errno else None
+            return MESSAGES("file-os-error", error=os_error_text(error) if error else refused.detail)
 
 
 class Opened:

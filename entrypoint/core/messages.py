@@ -7,13 +7,16 @@ template of every imported section, so a test can check all pairs at once.
 
 `VLA_LANG` (`en`, `zh` or `both`) picks what is printed; without it a `zh*` `LANG` means Chinese, an English
 `LANG` means English, and a container's usual `C`/`POSIX`/unset locale means both, because TI-ONE users mostly
-read Chinese while containers rarely set a locale. `render` is the one way a `Text` becomes output; JSON
-flattens a `Text` one way only (`flatten`: `<key>` English, `<key>_zh` Chinese).
+read Chinese while containers rarely set a locale. Output that cannot hold Chinese (`PYTHONIOENCODING=ascii`, a
+Latin-1 terminal) gets English alone, whatever was asked for: escaped Chinese would be unreadable. `render` is
+the one way a `Text` becomes output; JSON flattens a `Text` one way only (`flatten`: `<key>` English, `<key>_zh`
+Chinese).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -75,8 +78,11 @@ class Catalogue:
         return Text(template.en.format(**en), template.zh.format(**zh))
 
 
-def language(env: Mapping[str, str] | None = None) -> Lang:
-    """`VLA_LANG` when it names a language, else from `LC_ALL`/`LANG`, else both."""
+def language(env: Mapping[str, str] | None = None, stream: object | None = None) -> Lang:
+    """`VLA_LANG` when it names a language, else from `LC_ALL`/`LANG`, else both; English alone when `stream`
+    (default: `sys.stdout`) cannot encode Chinese."""
+    if not shows_chinese(sys.stdout if stream is None else stream):
+        return Lang.EN
     env = os.environ if env is None else env
     chosen = env.get("VLA_LANG", "").strip().lower()
     if chosen in ("en", "zh", "both"):
@@ -87,6 +93,18 @@ def language(env: Mapping[str, str] | None = None) -> Lang:
     if locale.startswith("en"):
         return Lang.EN
     return Lang.BOTH
+
+
+def shows_chinese(stream: object) -> bool:
+    """Whether text written to `stream` can hold Chinese: true for a stream without an encoding (a `StringIO`)."""
+    encoding = getattr(stream, "encoding", None)
+    if not isinstance(encoding, str):
+        return True
+    try:
+        "中文".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def render(text: Text, lang: Lang | str, *, lead: str = "", indent: str | None = None) -> str:

@@ -42,15 +42,15 @@ def health_summary(findings: Sequence[Finding], heading: str, lang: Lang | str, 
     )
 
 
-def problem_block(error: UserError) -> str:
-    """A command-ending error, always in both languages: this is what a failed job leaves in its log."""
-    return mask_text(
-        f"vla-entrypoint: error [{error.id}] at {error.where}\n"
-        f"  problem: {error.what.en}\n"
-        f"  fix:     {error.fix.en}\n"
-        f"  错误:    {error.what.zh}\n"
-        f"  解决:    {error.fix.zh}"
+def problem_block(error: UserError, chinese: bool = True) -> str:
+    """A command-ending error in both languages (this is what a failed job leaves in its log); English alone when
+    the output cannot hold Chinese (`chinese` false)."""
+    english = (
+        f"vla-entrypoint: error [{error.id}] at {error.where}\n  problem: {error.what.en}\n  fix:     {error.fix.en}"
     )
+    if not chinese:
+        return mask_text(english)
+    return mask_text(f"{english}\n  错误:    {error.what.zh}\n  解决:    {error.fix.zh}")
 
 
 def command_line(command: list[str], cwd: str) -> str:

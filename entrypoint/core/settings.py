@@ -31,6 +31,7 @@ from entrypoint.core.errors import JobMisspecified
 from entrypoint.core.files import FileRefused, Problem, describe, read_text
 from entrypoint.core.masking import masked, safe_url
 from entrypoint.core.messages import Catalogue, Text
+from entrypoint.core.numbers import INT64_MAX, whole_number
 
 MESSAGES = Catalogue(
     "core",
@@ -121,7 +122,6 @@ TACO_WHEEL_URL = (
 # Variables that are ours but are not settings keys.
 OTHER_VARIABLES = ("VLA_JOB_FILE", "VLA_BAKED_JOB_FILE", "VLA_HOST_ROOT", "VLA_LANG")
 _NONE_WORDS = ("none", "null", "auto")
-_MAX_INT = 2**63 - 1  # what the trainer's int64 arguments hold
 NAME_MAX = 255  # bytes in one file or folder name (ext4, xfs, the CFS NFS mount)
 PATH_MAX = 4095  # bytes in a whole path the kernel accepts
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -629,13 +629,14 @@ def _convert(key: Key, raw: object, where: str, from_text: bool) -> object:
 
     if key.kind is Kind.INT:
         number: int | None = None
-        if isinstance(raw, str) and re.fullmatch(r"\s*[0-9]+\s*", raw):
-            digits = raw.strip().lstrip("0") or "0"
-            number = int(digits) if len(digits) <= len(str(_MAX_INT)) else _MAX_INT + 1  # never int() a huge text
+        if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
+            number = whole_number(raw)
+            if number is None:  # digits, but more than an int64 holds
+                raise bad(MESSAGES("expected-integer-range", minimum=key.minimum, maximum=INT64_MAX))
         elif isinstance(raw, int) and not isinstance(raw, bool):
             number = raw
-        if number is not None and number > _MAX_INT:
-            raise bad(MESSAGES("expected-integer-range", minimum=key.minimum, maximum=_MAX_INT))
+        if number is not None and number > INT64_MAX:
+            raise bad(MESSAGES("expected-integer-range", minimum=key.minimum, maximum=INT64_MAX))
         if number is None or number < key.minimum:
             raise bad(MESSAGES("expected-integer", minimum=key.minimum))
         return number

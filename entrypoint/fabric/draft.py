@@ -7,19 +7,25 @@ from dataclasses import dataclass
 
 from entrypoint.core.findings import Finding, warned
 from entrypoint.core.messages import Text, flatten
+from entrypoint.core.numbers import leading_number
 from entrypoint.fabric.inventory import ENVIRONMENT, Preset, RdmaPort
 from entrypoint.fabric.messages import MESSAGES as M
+
+MAX_PORT = 255  # RDMA port numbers are one byte (`ibv_query_port`'s port_num)
+_NO_PORT = -1  # what an out-of-range port becomes: no port has that number
 
 
 @dataclass(frozen=True)
 class NcclList:
     """NCCL's `NCCL_IB_HCA` / `NCCL_SOCKET_IFNAME` syntax: `[^][=]name[:port],…`. Names match as prefixes
     (`mlx5_1` also matches `mlx5_10`) unless `=` asks for exact names; a leading `^` selects what does *not*
-    match; an entry without a port matches every port."""
+    match; an entry without a port matches every port. A port past `MAX_PORT` (an RDMA port number is one byte)
+    matches nothing and is listed in `out_of_range`, however many digits it has."""
 
     entries: tuple[tuple[str, int | None], ...]
     exact: bool
     exclude: bool
+    out_of_range: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, value: str) -> NcclList:
@@ -27,13 +33,17 @@ class NcclList:
         value = value[1:] if exclude else value
         exact = value.startswith("=")
         value = value[1:] if exact else value
-        entries = []
+        entries, out_of_range = [], []
         for item in value.split(","):
             name, sep, port = item.partition(":")
-            if name:
-                digits = port[: len(port) - len(port.lstrip("0123456789"))]  # atoi(): leading digits, else 0
-                entries.append((name, (int(digits) if digits else 0) if sep and port else None))
-        return cls(tuple(entries), exact, exclude)
+            if not name:
+                continue
+            number = leading_number(port, MAX_PORT) if sep and port else None  # NCCL reads the port with atoi()
+            if sep and port and number is None:
+                out_of_range.append(item)
+                number = _NO_PORT
+            entries.append((name, number))
+        return cls(tuple(entries), exact, exclude, tuple(out_of_range))
 
     def matches(self, name: str, port: int | None = None) -> bool:
         hit = not self.entries or any(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 from entrypoint.core.host import Host
+from entrypoint.core.numbers import INT64_MAX, whole_number
 
 IB_SYSFS = "/sys/class/infiniband"
 NET_SYSFS = "/sys/class/net"
@@ -28,6 +29,7 @@ TCCL_DIRS = ("/opt/tencent/tccl/lib", "/opt/tencent/tccl/lib64", "/opt/tencent/t
 DEFAULT_LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 
+VERSION_PART_MAX = 9999  # NCCL's major, minor and patch numbers are small: more is not a version
 ENVIRONMENT = "environment"  # `Preset.source` of a value set in the environment
 ROCE_V2 = "RoCE v2"  # the GID type sysfs names for routable RoCE
 _IFF_UP, _IFF_RUNNING = 0x1, 0x40
@@ -210,11 +212,11 @@ class Inventory:
     presets: Mapping[str, Preset]
 
 
-def parse_int(text: str | None, base: int = 10) -> int | None:
-    try:
-        return int(text, base) if text is not None else None
-    except ValueError:
-        return None
+def parse_int(text: str | None, maximum: int = INT64_MAX, base: int = 10) -> int | None:
+    """A number in a system file or variable (`core.numbers.whole_number`; C's `0x` allowed in base 16)."""
+    if text is not None and base == 16:
+        text = text.strip().removeprefix("0x").removeprefix("0X")
+    return whole_number(text, maximum, base=base)
 
 
 def _port_state(text: str | None) -> PortState | None:
@@ -274,7 +276,7 @@ def read_interfaces(host: Host) -> dict[str, Interface]:
         master = masters.get(name) or ("?" if host.exists(f"{NET_SYSFS}/{name}/master") else None)
         interfaces[name] = Interface(
             name,
-            parse_int(host.read(f"{NET_SYSFS}/{name}/flags"), 16),
+            parse_int(host.read(f"{NET_SYSFS}/{name}/flags"), base=16),
             host.read(f"{NET_SYSFS}/{name}/operstate"),
             master,
         )
@@ -324,13 +326,12 @@ def read_routes(host: Host) -> tuple[Route, ...]:
         fields = line.split()
         if len(fields) < 8:
             continue
+        flags, metric = parse_int(fields[3], base=16), parse_int(fields[6])
         try:
-            flags = int(fields[3], 16)
             network = ipaddress.IPv4Network(f"{_le_ipv4(fields[1])}/{_le_ipv4(fields[7])}")
-            metric = int(fields[6])
         except ValueError:
             continue
-        if flags & 0x1:
+        if flags is not None and metric is not None and flags & 0x1:
             routes.append(Route(fields[0], network, metric))
     return tuple(routes)
 
@@ -343,7 +344,8 @@ def read_gdr(host: Host) -> tuple[Gdr, str | None]:
             return Gdr.PEERMEM, path
     driver = host.read("/proc/driver/nvidia/version") or ""
     kernel = re.match(r"^(\d+)\.(\d+)", host.read("/proc/sys/kernel/osrelease") or "")
-    if "Open Kernel Module" in driver and kernel and (int(kernel.group(1)), int(kernel.group(2))) >= (5, 12):
+    release = (parse_int(kernel.group(1)) or 0, parse_int(kernel.group(2)) or 0) if kernel else (0, 0)
+    if "Open Kernel Module" in driver and release >= (5, 12):
         return Gdr.DMABUF_POSSIBLE, "/proc/driver/nvidia/version"
     return Gdr.NONE, None
 
@@ -360,7 +362,7 @@ def read_memlock(host: Host) -> Memlock:
     cap = None
     for line in (host.read("/proc/self/status") or "").splitlines():
         if line.startswith("CapEff:"):
-            mask = parse_int(line.split(":", 1)[1].strip(), 16)
+            mask = parse_int(line.split(":", 1)[1].strip(), base=16)
             cap = None if mask is None else bool(mask >> _CAP_IPC_LOCK & 1)
     return Memlock(soft, hard, cap)
 
@@ -463,9 +465,10 @@ def nccl_version(host: Host, search_dirs: Iterable[str]) -> str | None:
                 if found:
                     return found.group(1)
             header = host.read(f"{sub}/nccl.h") or ""
-            parts = [re.search(rf"#define\s+NCCL_{part}\s+(\d+)", header) for part in ("MAJOR", "MINOR", "PATCH")]
-            if all(parts):
-                return ".".join(p.group(1) for p in parts if p)
+            found_parts = [re.search(rf"#define\s+NCCL_{part}\s+(\d+)", header) for part in ("MAJOR", "MINOR", "PATCH")]
+            numbers = [parse_int(p.group(1), VERSION_PART_MAX) if p else None for p in found_parts]
+            if all(n is not None for n in numbers):  # a part past VERSION_PART_MAX is no NCCL version
+                return ".".join(str(n) for n in numbers)
     return None
 
 

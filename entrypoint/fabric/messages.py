@@ -201,6 +201,11 @@ MESSAGES = Catalogue(
             "to TCP sockets",
             "NCCL_IB_HCA={value}({source})未匹配任何可用 RDMA 端口(可用:{usable});NCCL 会静默退回 TCP socket",
         ),
+        "preset-ib-hca-port-range": (
+            "NCCL_IB_HCA ({source}) names a port number out of range in {entries}: RDMA ports are numbered 1 to "
+            "{limit}, so that entry selects no port",
+            "NCCL_IB_HCA({source})中的 {entries} 端口号超出范围:RDMA 端口编号为 1 到 {limit},该项不会选中任何端口",
+        ),
         "cause-ib-hca-none": ("NCCL_IB_HCA={value} matches no usable port", "NCCL_IB_HCA={value} 未匹配可用端口"),
         "mixes-ib-and-roce": ("it mixes InfiniBand and RoCE ports", "混用了 InfiniBand 与 RoCE 端口"),
         "preset-ib-hca-unwanted": (

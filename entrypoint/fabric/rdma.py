@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 
 from entrypoint.core.findings import passed
 from entrypoint.core.messages import Text, joined
-from entrypoint.fabric.draft import Draft, NcclList, port_names, source_of
+from entrypoint.core.numbers import whole_number
+from entrypoint.fabric.draft import MAX_PORT, Draft, NcclList, port_names, source_of
 from entrypoint.fabric.inventory import (
     IB_SYSFS,
     ROUTES,
+    VERSION_PART_MAX,
     Gdr,
     Inventory,
     MemlockVerdict,
@@ -21,6 +23,7 @@ from entrypoint.fabric.inventory import (
     parse_int,
 )
 from entrypoint.fabric.messages import MESSAGES as M
+from entrypoint.inspect.messages import shown
 
 _GID_INDEX_AUTO_SINCE = (2, 21)
 _MEMLOCK_PASSED = {
@@ -31,7 +34,9 @@ _MEMLOCK_PASSED = {
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:
-    return tuple(int(x) for x in version.split(".")[:2]) if version else None
+    """(major, minor) of an NCCL version; None when absent or when a part is not a plausible number."""
+    parts = [whole_number(x, VERSION_PART_MAX) for x in (version or "").split(".")[:2]]
+    return tuple(p for p in parts if p is not None) if version and None not in parts else None
 
 
 @dataclass
@@ -164,6 +169,11 @@ def _preset_ib_hca(draft: Draft, hca: Preset, selection: Selection) -> tuple[Tra
     matched = [p for p in selection.would_use if rule.matches(p.device, p.port)]
     suggestion = "=" + ",".join(p.name for p in selection.chosen) if selection.chosen else None
     fix = M("ib-hca-fix-suggest", suggestion=suggestion) if suggestion else M("ib-hca-fix")
+    value = shown(hca.value, 80)
+    if rule.out_of_range:
+        entries = ", ".join(shown(item, 40) for item in rule.out_of_range[:3])
+        what = M("preset-ib-hca-port-range", entries=entries, source=hca.source, limit=MAX_PORT)
+        draft.warn("fabric.preset-ib-hca", what, fix, source_of("NCCL_IB_HCA", hca))
     draft.keep("NCCL_IB_HCA", M("matches", names=port_names(matched) or M("no-usable-port")))
     if "NCCL_IB_DISABLE" not in draft.presets:
         draft.unset("NCCL_IB_DISABLE", M("ib-hca-preset"))
@@ -173,11 +183,11 @@ def _preset_ib_hca(draft: Draft, hca: Preset, selection: Selection) -> tuple[Tra
         usable = port_names(selection.would_use) or M("none")
         draft.warn(
             "fabric.preset-ib-hca",
-            M("preset-ib-hca-none", value=hca.value, source=hca.source, usable=usable),
+            M("preset-ib-hca-none", value=value, source=hca.source, usable=usable),
             fix,
             source_of("NCCL_IB_HCA", hca),
         )
-        _socket_fallback(draft, M("cause-ib-hca-none", value=hca.value), fix)
+        _socket_fallback(draft, M("cause-ib-hca-none", value=value), fix)
         return Transport.SOCKET, ()
     unwanted = [p for p in matched if p.name in selection.excluded]
     kinds = {p.kind for p in matched}
@@ -185,7 +195,7 @@ def _preset_ib_hca(draft: Draft, hca: Preset, selection: Selection) -> tuple[Tra
         why = selection.listing(unwanted) if unwanted else M("mixes-ib-and-roce")
         draft.warn(
             "fabric.preset-ib-hca",
-            M("preset-ib-hca-unwanted", value=hca.value, source=hca.source, why=why),
+            M("preset-ib-hca-unwanted", value=value, source=hca.source, why=why),
             fix,
             source_of("NCCL_IB_HCA", hca),
         )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypedDict, cast
 
 from entrypoint.core.errors import PreflightFailed, UserError
 from entrypoint.core.masking import safe_url
+from entrypoint.core.oserror import os_error_text
 from entrypoint.fetch.messages import MESSAGES as M
 from entrypoint.net.download import human_bytes
 
@@ -174,7 +175,7 @@ def io_problem(error: OSError, where: Path) -> UserError:
         return PreflightFailed(
             "fetch.not-writable",
             str(where),
-            M("not-writable", where=where, reason=error.strerror),
+            M("not-writable", where=where, reason=os_error_text(error)),
             M("not-writable-fix"),
         )
     return PreflightFailed(

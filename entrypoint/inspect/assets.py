@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from entrypoint.core.errors import ExitCode
 from entrypoint.core.files import (
     Ends,
     FileRefused,
@@ -34,13 +33,15 @@ from entrypoint.core.files import (
 )
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import INT64_MAX, whole_number
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
 from entrypoint.inspect.openpi import (
+    NO_WEIGHTS,
     NORM_STATS_FEATURES,
     NORM_STATS_FILE,
-    PLACEHOLDER_WEIGHT_PATHS,
     TOKENIZER_RELATIVE,
     TOKENIZER_URL,
 )
@@ -124,7 +125,7 @@ def refused_text(refused: FileRefused) -> Text:
         case Problem.TOO_BIG:
             return M("file-too-big", size=refused.size, limit=refused.limit)
         case _:
-            return M("file-unreadable", error=refused.detail)
+            return M("file-unreadable", error=os_error_text(refused.errno, refused.detail))
 
 
 def is_lfs_pointer(head: bytes) -> bool:
@@ -136,22 +137,45 @@ def _lfs_pointer(folder: Path) -> InvalidAsset:
     return InvalidAsset(M("lfs-pointer"), M("lfs-pointer-fix", folder=folder))
 
 
+class _NonFinite(ValueError):
+    """NaN or Infinity in JSON, which strict JSON does not have."""
+
+
+# What Python's JSON decoder says, in words of both languages (its `msg`, without the position it appends).
+_JSON_PROBLEMS = {
+    "Expecting value": "json-expecting-value",
+    "Expecting ',' delimiter": "json-expecting-comma",
+    "Expecting ':' delimiter": "json-expecting-colon",
+    "Expecting property name enclosed in double quotes": "json-expecting-name",
+    "Extra data": "json-extra-data",
+    "Unterminated string starting at": "json-unterminated-string",
+    "Invalid control character at": "json-control-character",
+    "Invalid \\escape": "json-bad-escape",
+}
+
+
 def _parse_json(data: bytes) -> object:
-    """Strict JSON (NaN/Infinity rejected); raise InvalidAsset with a reason."""
+    """Strict JSON (NaN/Infinity rejected); raise InvalidAsset with a reason in both languages."""
 
     def reject_constant(name: str) -> object:
-        raise ValueError(f"non-finite number {name}")
+        raise _NonFinite(name)
 
     try:
         return json.loads(data.decode("utf-8"), parse_constant=reject_constant)
     except RecursionError:
         raise InvalidAsset(M("json-too-deep")) from None
     except UnicodeDecodeError as exc:
-        raise InvalidAsset(M("file-not-json", error=exc)) from None
+        raise InvalidAsset(M("file-not-utf8", position=exc.start)) from None
+    except _NonFinite as exc:
+        raise InvalidAsset(M("json-non-finite", name=str(exc))) from None
+    except json.JSONDecodeError as exc:
+        known = _JSON_PROBLEMS.get(exc.msg)
+        problem = M(known) if known else M("json-syntax", error=exc.msg)
+        raise InvalidAsset(M("file-not-json", error=problem, line=exc.lineno, column=exc.colno)) from None
     except ValueError as exc:
         if "integer string conversion" in str(exc):
             raise InvalidAsset(M("json-integer-too-long", limit=sys.get_int_max_str_digits())) from None
-        raise InvalidAsset(M("file-not-json", error=exc)) from None
+        raise InvalidAsset(M("json-syntax", error=shown(str(exc), 80))) from None
 
 
 def _load_json(path: Path) -> object:
@@ -159,6 +183,10 @@ def _load_json(path: Path) -> object:
     try:
         data = read_all(path, JSON_LIMIT)
     except FileRefused as refused:
+        if refused.problem is Problem.TOO_BIG:
+            mib = JSON_LIMIT >> 20
+            what = M("json-too-big", size=refused.size, mib=round((refused.size or 0) / (1 << 20), 1), limit=mib)
+            raise InvalidAsset(what, M("json-too-big-fix", path=path, limit=mib)) from None
         raise InvalidAsset(refused_text(refused)) from None
     if is_lfs_pointer(data):
         raise _lfs_pointer(path.parent)
@@ -349,10 +377,12 @@ def _check_norm_stats(settings: Settings, asset_id: str) -> list[Finding]:
     except InvalidAsset as exc:
         fix = exc.fix or M("norm-stats-fix", path=path)
         return [failed("assets.norm-stats", _problem(path, exc), fix, str(path))]
-    short = _short_dims(settings, dims)
+    short, single = _short_dims(settings, dims)
+    fix = M("norm-stats-dims-fix", config=settings.train_config, path=path)
     if short:
-        fix = M("norm-stats-dims-fix", config=settings.train_config, path=path)
         return [failed("assets.norm-stats", M("file-problem", path=path, problem=short), fix, str(path))]
+    if single:
+        return [warned("assets.norm-stats", M("file-problem", path=path, problem=single), fix, str(path))]
     return [passed("assets.norm-stats", M("norm-stats-valid", path=path), str(path))]
 
 
@@ -374,22 +404,30 @@ def _feature_dims(info_path: Path) -> dict[str, int]:
     return dims
 
 
-def _short_dims(settings: Settings, dims: Mapping[str, int]) -> Text | None:
-    """Why the norm stats are shorter than the dataset features the job's config normalises with them; None when
-    they are not. openpi slices the stats to the data's dimension and broadcasts: longer stats (padded to the
-    model's 32) and a single value work, anything between 1 and the data's dimension fails. None also when the
-    config's data mapping or the dataset's dimensions are not known."""
+def _short_dims(settings: Settings, dims: Mapping[str, int]) -> tuple[Text | None, Text | None]:
+    """(why the norm stats are too short to train with, why a single value will stand for every dimension), each
+    None when it does not apply. openpi's `Normalize` slices the stats to the data's last dimension and lets numpy
+    broadcast: longer stats (padded to the model's 32) work; one value is broadcast to every dimension, so training
+    starts but normalises them all alike (a warning); anything between 1 and the data's dimension cannot be
+    broadcast and the trainer fails (a failure). Both None when the config's data mapping or the dataset's
+    dimensions are not known."""
     sources = NORM_STATS_FEATURES.get(settings.train_config)
     if sources is None or settings.dataset_repo_id is None:
-        return None
+        return None, None
     info = settings.path("lerobot_home") / settings.dataset_repo_id / "meta" / "info.json"
     data = _feature_dims(info)
-    short = []
+    short: list[Text] = []
+    single: list[Text] = []
     for key, feature in sources.items():
         stats, wanted = dims.get(key), data.get(feature)
-        if stats is not None and wanted is not None and 1 < stats < wanted:
-            short.append(M("norm-stats-dims-short", key=key, stats=stats, feature=feature, data=wanted))
-    return M("norm-stats-dims", short=joined(short, "; "), info=info) if short else None
+        if stats is None or wanted is None or stats >= wanted:
+            continue
+        entry = M("norm-stats-dims-short", key=key, stats=stats, feature=feature, data=wanted)
+        (single if stats == 1 else short).append(entry)
+    return (
+        M("norm-stats-dims", short=joined(short, "; "), info=info) if short else None,
+        M("norm-stats-dims-single", short=joined(single, "; "), info=info) if single else None,
+    )
 
 
 # --- LeRobot v2.x datasets -------------------------------------------------------------------------------------
@@ -518,6 +556,11 @@ def _layout(info: object) -> _Layout:
         raise InvalidAsset(M("dataset-episodes-count"))
     if type(chunk_size) is not int or chunk_size < 1:
         raise InvalidAsset(M("dataset-chunk-size"))
+    for key, count in (("total_episodes", episodes), ("chunks_size", chunk_size)):
+        if count > INT64_MAX:  # json.loads already refused more than 4300 digits
+            digits = len(str(count))
+            value = str(count) if digits <= 30 else M("number-of-digits", digits=digits)
+            raise InvalidAsset(M("dataset-count-range", key=key, value=value, limit=INT64_MAX))
     if not isinstance(data_path, str) or not isinstance(features, dict):
         raise InvalidAsset(M("dataset-templates-missing"))
     templates = [_template("data_path", data_path)]
@@ -598,7 +641,8 @@ def _census(tree: _Tree, template: _PathTemplate, layout: _Layout) -> _Census:
         matched = {*census.found, *(path for path, _ in census.odd)}
         for path, problem in present.items():
             match = template.pattern.fullmatch(path) if path not in matched else None
-            episode = int(match.group(template.index_group)) if match else -1
+            number = whole_number(match.group(template.index_group)) if match else None
+            episode = -1 if number is None else number
             if made <= episode < layout.episodes and template.path(episode, layout.chunk_size) == path:
                 census.missing -= 1
                 if problem is None:
@@ -751,14 +795,12 @@ def check_dataset_folder(root: Path) -> tuple[list[Finding], bool, int]:
         findings.append(failed("assets.dataset-lfs", what, M("lfs-pointer-fix", folder=root), str(root)))
     gone = [path for _, path in sorted(first_missing)] + seen.empty
     if gone:
-        what = M(
-            "dataset-files-missing",
-            missing=missing + len(seen.empty),
-            expected=expected,
-            root=root,
-            shown=_listed(gone),
-        )
-        findings.append(failed("assets.dataset-files", what, fix, str(root / gone[0])))
+        lost = missing + len(seen.empty)
+        count = {"info": info_path, "episodes": layout.episodes, "expected": expected}
+        what = M("dataset-files-missing", missing=lost, root=root, shown=_listed(gone), **count)
+        suspect = lost > expected - lost  # most of what info.json promises is absent: the count itself may be wrong
+        what_fix = M("dataset-count-fix", fix=fix, present=expected - lost, **count) if suspect else fix
+        findings.append(failed("assets.dataset-files", what, what_fix, str(root / gone[0])))
     if seen.broken:
         listed = joined(seen.broken[:_SHOWN] + ([verbatim("…")] if len(seen.broken) > _SHOWN else []))
         what = M("dataset-files-broken", count=len(seen.broken), expected=expected, root=root, shown=listed)
@@ -842,7 +884,7 @@ def _download_finding(env: Mapping[str, str], target: Path) -> Finding:
             what = M("tokenizer-no-gcsfs", url=TOKENIZER_URL, python=sys.executable or "python3")
             return failed("assets.tokenizer-download", what, fix, where)
         case Fetch.UNREACHABLE:
-            what = M("tokenizer-unreachable", endpoint=verdict.endpoint, url=TOKENIZER_URL, reason=verdict.reason)
+            what = M("tokenizer-unreachable", endpoint=verdict.endpoint, url=TOKENIZER_URL, reason=verdict.reason or "")
             return failed("assets.tokenizer-download", what, fix, where)
         case Fetch.UNKNOWN:
             what = M("tokenizer-unknown", endpoint=verdict.endpoint, seconds=PROBE_TIMEOUT_S)
@@ -850,40 +892,40 @@ def _download_finding(env: Mapping[str, str], target: Path) -> Finding:
     return passed("assets.tokenizer-download", M("tokenizer-reachable", endpoint=verdict.endpoint), where)
 
 
-def _placeholder_weights(settings: Settings) -> list[Finding]:
-    """`weights: none` for a config whose own weight path is a placeholder: the trainer would fail loading it."""
-    placeholder = PLACEHOLDER_WEIGHT_PATHS.get(settings.train_config)
-    if placeholder is None:
-        return []
+def _no_weights(settings: Settings) -> list[Finding]:
+    """`weights: none`: nothing to check; the trainer starts from random initialisation (`--pytorch-weight-path
+    None` replaces the config's own path, a placeholder for pi05_libero)."""
     where = settings.where("weights")
-    what = M("weights-none-placeholder", where=where, config=settings.train_config, placeholder=placeholder)
-    example = Path(settings.assets_root) / "checkpoints" / "pi05_base_pytorch"
-    fix = M("weights-none-placeholder-fix", example=example, config=settings.train_config)
-    return [failed("assets.weights", what, fix, where, ExitCode.JOB_MISSPECIFIED)]
+    what = M("weights-none", where=where, config=settings.train_config, flag=f"--pytorch-weight-path {NO_WEIGHTS}")
+    return [passed("assets.weights", what, where)]
 
 
 def inspect_assets(
     settings: Settings,
     env: Mapping[str, str],
     download: bool = False,
+    config_known: bool = True,
     seal: Seal | None = None,
     seal_wait_s: float = 0.0,
     started_at: float = 0.0,
 ) -> AssetReport:
     """Run every asset check the job's settings call for. `download` (a training node's check): when the tokenizer
-    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`). With a
-    `seal` (`inspect.seal`), another node of a multi-node job takes node 0's dataset verdict when its seal is valid
-    (waiting up to `seal_wait_s`), and node 0 prepares the seal from its own verification."""
+    is not staged, also whether openpi can download it from this machine (`assets.tokenizer-download`). Without
+    `config_known` (openpi has no config of that name: refused elsewhere) nothing is looked up under the config's
+    name: no norm stats, no model for the weights. With a `seal` (`inspect.seal`), another node of a multi-node job
+    takes node 0's dataset verdict when its seal is valid (waiting up to `seal_wait_s`), and node 0 prepares the
+    seal from its own verification."""
     findings: list[Finding] = []
     weights_bytes = None
-    if settings.asset_id is not None:
+    if settings.asset_id is not None and config_known:
         findings += _check_norm_stats(settings, settings.asset_id)
     weights = settings.path("weights")
     if weights is not None:
-        found, weights_bytes = check_weights(weights, settings.train_config, settings.extra_args)
+        config = settings.train_config if config_known else None
+        found, weights_bytes = check_weights(weights, config, settings.extra_args)
         findings += found
     else:
-        findings += _placeholder_weights(settings)
+        findings += _no_weights(settings)
     complete, total, tokenizer_home = False, 0, None
     if settings.dataset_repo_id is not None:
         dataset = settings.path("lerobot_home") / settings.dataset_repo_id

@@ -230,6 +230,18 @@ MESSAGES = Catalogue(
             "the path is too long for the file system (a name over 255 bytes)",
             "路径超出文件系统的长度限制(单个名称超过 255 字节)",
         ),
+        "json-too-big": (
+            "the file is {size} bytes ({mib} MiB); the launcher reads a JSON asset (info.json, norm stats, "
+            "config.json) of at most {limit} MiB, so it is not read",
+            "文件大小为 {size} 字节({mib} MiB);启动器读取的 JSON 资源文件(info.json、归一化统计量、config.json)"
+            "最多 {limit} MiB,因此不会读取",
+        ),
+        "json-too-big-fix": (
+            "These files are kilobytes in every openpi and LeRobot release: put the release's own file at {path}. "
+            "The {limit} MiB cap is listed in the README (Settings, 'Values at the edges').",
+            "在 openpi 与 LeRobot 的各个发布版本中,这些文件都只有几 KB:请把发布版本自带的文件放到 {path}。"
+            "{limit} MiB 的上限见 README 的 Settings 一节。",
+        ),
         "file-too-big": (
             "the file is {size} bytes; a file like this is at most {limit} bytes, so it is not read",
             "文件大小为 {size} 字节;此类文件最多 {limit} 字节,因此不会读取",
@@ -251,7 +263,27 @@ MESSAGES = Catalogue(
             "请在 {folder} 中运行 `git lfs install && git lfs pull`,或直接下载真实文件,不要在未启用 git-lfs 时克隆。",
         ),
         "named-problem": ("{path} ({problem})", "{path}({problem})"),
-        "file-not-json": ("the file is not valid JSON: {error}", "文件不是合法的 JSON:{error}"),
+        "file-not-json": (
+            "the file is not valid JSON: {error} (line {line}, column {column})",
+            "文件不是合法的 JSON(第 {line} 行,第 {column} 列):{error}",
+        ),
+        "file-not-utf8": (
+            "the file is not UTF-8 text: byte {position} cannot be decoded",
+            "文件不是 UTF-8 文本:第 {position} 字节无法解码",
+        ),
+        "json-non-finite": (
+            "the file is not valid JSON: it holds the non-finite number {name}",
+            "文件不是合法的 JSON:其中含有非有限数 {name}",
+        ),
+        "json-syntax": ("the file is not valid JSON: {error}", "文件不是合法的 JSON(JSON 语法错误:{error})"),
+        "json-expecting-value": ("a value was expected", "此处应为一个值"),
+        "json-expecting-comma": ("a ',' was expected", "此处应为逗号 ','"),
+        "json-expecting-colon": ("a ':' was expected", "此处应为冒号 ':'"),
+        "json-expecting-name": ("a key in double quotes was expected", "此处应为用双引号括起的键名"),
+        "json-extra-data": ("more follows after the JSON value", "JSON 值之后还有多余内容"),
+        "json-unterminated-string": ("a string has no closing quote", "字符串缺少结束引号"),
+        "json-control-character": ("a string holds a control character", "字符串中含有控制字符"),
+        "json-bad-escape": ("a string holds an invalid escape", "字符串中含有非法的转义序列"),
         "file-not-json-object": ("it is not a JSON object", "不是 JSON 对象"),
         "file-problem": ("{path}: {problem}", "{path}:{problem}"),
         "norm-stats-no-root": ("no top-level 'norm_stats' object", "缺少顶层 'norm_stats' 对象"),
@@ -351,6 +383,11 @@ MESSAGES = Catalogue(
             "'total_episodes' is missing or not a count",
             "'total_episodes' 缺失或不是计数",
         ),
+        "number-of-digits": ("a number of {digits} digits", "一个 {digits} 位的数"),
+        "dataset-count-range": (
+            "'{key}' is {value}, past any dataset's count (at most {limit})",
+            "'{key}' 为 {value},超出任何数据集的数量范围(最大 {limit})",
+        ),
         "dataset-chunk-size": ("'chunks_size' is not a positive integer", "'chunks_size' 不是正整数"),
         "dataset-templates-missing": ("'data_path' or 'features' is missing", "缺少 'data_path' 或 'features'"),
         "dataset-video-path-missing": (
@@ -414,8 +451,17 @@ MESSAGES = Catalogue(
         ),
         "mp4-no-ftyp": ("no ftyp box at the start: not an mp4 file", "开头没有 ftyp box:不是 mp4 文件"),
         "dataset-files-missing": (
-            "{missing} of {expected} episode files under {root} are missing or empty: {shown}",
-            "{root} 下 {expected} 个剧集文件中有 {missing} 个缺失或为空:{shown}",
+            "{missing} of the {expected} episode files under {root} are missing or empty: {shown} (the count is "
+            "{info}'s total_episodes, {episodes})",
+            "{root} 下 {expected} 个剧集文件中有 {missing} 个缺失或为空:{shown}(该数量来自 {info} 中的 "
+            "total_episodes,{episodes})",
+        ),
+        "dataset-count-fix": (
+            "{fix} If the dataset on disk is whole, {info} is wrong instead: it says total_episodes is {episodes}, "
+            "and only {present} of the {expected} files it implies are there; use the info.json that came with the "
+            "dataset.",
+            "{fix}如果磁盘上的数据集本身完整,那么错的是 {info}:其中 total_episodes 为 {episodes},"
+            "而按此应有的 {expected} 个文件只有 {present} 个存在;请使用数据集自带的 info.json。",
         ),
         "dataset-complete": (
             "dataset complete: {episodes} episodes, {files} files, {gigabytes:.2f} GB in {root}",
@@ -669,6 +715,51 @@ MESSAGES = Catalogue(
             "tensor names and shapes in {path} not compared: no signature of {model} ships with the launcher",
             "未比对 {path} 中的张量名称和形状:启动器没有随附 {model} 的签名",
         ),
+        "tokenizer-no-host": ("{variable} names no host", "{variable} 中没有主机名"),
+        "tokenizer-no-address": ("the name resolves to no address", "该名称没有解析到任何地址"),
+        # train config names (train_configs.py)
+        "train-config-known": (
+            "train config {name} is one of the {count} configs openpi's {path} defines",
+            "训练配置 {name} 是 openpi 的 {path} 定义的 {count} 个配置之一",
+        ),
+        "train-config-unknown": (
+            "train config '{name}' ({where}) is not one of the {count} configs openpi's {path} defines: the trainer "
+            'would stop at once with "Config not found", and the norm stats and weights are looked up under that name',
+            "训练配置 '{name}'({where})不在 openpi 的 {path} 定义的 {count} 个配置之中:训练脚本会立即因找不到该配置"
+            "而退出,归一化统计量与权重也会按这个名称查找",
+        ),
+        "train-config-unknown-fix": (
+            "Set {where} to a config openpi defines, e.g. {example}. {closest} The norm stats and the weights' model "
+            "are checked once the name is known.",
+            "请把 {where} 设为 openpi 定义的配置名,例如 {example}。{closest}"
+            "名称正确后才会检查归一化统计量与权重对应的模型。",
+        ),
+        "train-config-closest": ("Closest names: {names}.", "最接近的名称:{names}。"),
+        "train-config-no-closest": ("No config name is close to it.", "没有与之接近的配置名。"),
+        "train-config-unchecked-released": (
+            "train config {name} is one of openpi's released configs; not checked against this machine's openpi: "
+            "{path}: {reason} (each node checks it in the image)",
+            "训练配置 {name} 属于 openpi 发布的配置;未与本机的 openpi 核对:{path}:{reason}(每个节点会在镜像中检查)",
+        ),
+        "train-config-unchecked": (
+            "train config '{name}' ({where}) could not be checked: {path}: {reason}; it is not one of openpi's "
+            "released configs",
+            "无法核对训练配置 '{name}'({where}):{path}:{reason};它不属于 openpi 发布的配置",
+        ),
+        "train-config-unchecked-fix": (
+            "If it is a config of your own openpi, nothing to do (each node checks it in the image); otherwise fix "
+            "{where}. {closest}",
+            "如果它是您自己的 openpi 中的配置,则无需处理(每个节点会在镜像中检查);否则请修正 {where}。{closest}",
+        ),
+        "train-configs-none": (
+            "it holds no {call}(name=...) entry",
+            "其中没有 {call}(name=...) 条目",
+        ),
+        "train-configs-syntax": (
+            "it is not valid Python (line {line}: {error})",
+            "它不是合法的 Python 代码(第 {line} 行:{error})",
+        ),
+        "train-configs-unparsable": ("it cannot be parsed as Python", "无法按 Python 代码解析"),
         "weights-unknown-model": (
             "tensor names and shapes in {path} not compared: the model of train config {config} (with its "
             "--model flags) is not one the launcher knows",
@@ -742,6 +833,12 @@ MESSAGES = Catalogue(
             "fails before its first step",
             "{short}({info}):openpi 归一化时无法把短于数据的统计量广播到数据上,训练脚本会在第一步之前失败",
         ),
+        "norm-stats-dims-single": (
+            "{short} ({info}): openpi broadcasts a single value to every dimension, so training starts but normalises "
+            "all of them with that one value, unlike norm stats computed from this dataset",
+            "{short}({info}):openpi 会把单个值广播到每一维,训练可以启动,但所有维度都用这一个值归一化,"
+            "与基于该数据集计算的统计量不同",
+        ),
         "norm-stats-dims-fix": (
             "Recompute the norm stats from this dataset with openpi's scripts/compute_norm_stats.py --config-name "
             "{config} and copy the norm_stats.json it writes to {path}.",
@@ -756,19 +853,11 @@ MESSAGES = Catalogue(
             "To keep the weights folder whole, copy config.json from the converted checkpoint to {weights} again.",
             "如需保持权重目录完整,请把转换所得检查点中的 config.json 重新复制到 {weights}。",
         ),
-        "weights-none-placeholder": (
-            "weights is 'none' ({where}), so the launcher passes no --pytorch-weight-path, but {config}'s own weight "
-            "path is the placeholder '{placeholder}': the trainer builds the model, then fails loading that path",
-            "weights 为 'none'({where}),启动器因此不传 --pytorch-weight-path;但 {config} 自带的权重路径是占位符 "
-            "'{placeholder}':训练脚本构建模型后加载该路径时失败",
-        ),
-        "weights-none-placeholder-fix": (
-            "Stage the converted base weights (config.json, model.safetensors) in a folder under the assets root, "
-            'e.g. {example}, and set weights (VLA_WEIGHTS) to it (README, "Preparing the assets"); {config} has no '
-            "random-init start through the launcher.",
-            "请把转换后的基座权重(config.json、model.safetensors)放到资源根目录下的某个目录,例如 {example},"
-            "并把 weights(VLA_WEIGHTS)设为该目录(见 README 准备资源一节);通过启动器无法让 "
-            "{config} 从随机初始化开始。",
+        "weights-none": (
+            "no base weights: weights is 'none' ({where}), so {config} starts from random initialisation (the "
+            "trainer gets {flag}, which also replaces the config's own weight path)",
+            "不使用基座权重:weights 为 'none'({where}),因此 {config} 从随机初始化开始训练(训练脚本收到 {flag},"
+            "它也会替换该配置自带的权重路径)",
         ),
         "tokenizer-no-gcsfs": (
             "the PaliGemma tokenizer is not staged and openpi cannot download it: fetching {url} needs the gcsfs "

@@ -1,5 +1,5 @@
 """openpi's PyTorch trainer contract: its command line, checkpoint layout, save rule and log lines, and what its
-train configs expect of the assets (a placeholder weight path, which dataset features the norm stats normalise).
+train configs expect of the assets (which dataset features the norm stats normalise).
 
 Facts from `scripts/train_pytorch.py`: the loop runs `global_step` 0..N-1, increments, then saves when
 `step % save_interval == 0` or `step == N - 1` (step >= 1), so 50 steps at interval 25 save 25, 49 and 50.
@@ -20,9 +20,10 @@ NORM_STATS_FILE = "norm_stats.json"
 TOKENIZER_RELATIVE = Path("big_vision") / "paligemma_tokenizer.model"
 TOKENIZER_URL = "gs://big_vision/paligemma_tokenizer.model"  # what openpi downloads when it is not staged
 
-# Train configs whose `pytorch_weight_path` default is a placeholder, not weights: without `--pytorch-weight-path`
-# the trainer builds the model, then fails loading this path (`src/openpi/training/config.py`).
-PLACEHOLDER_WEIGHT_PATHS = {"pi05_libero": "/path/to/your/pytorch_weight_path"}
+# What `--pytorch-weight-path` takes for "no weights": `TrainConfig.pytorch_weight_path` is `str | None`, tyro reads
+# the word None as None for such a field, and the trainer then loads nothing (random initialisation). Passing it
+# always also replaces a config's own default, which for pi05_libero is a placeholder path that would fail to load.
+NO_WEIGHTS = "None"
 # Train configs reading a LeRobot dataset through `LeRobotLiberoDataConfig`: which dataset feature (meta/info.json)
 # becomes each norm-stats key. `LiberoInputs` passes both through unchanged before `Normalize`, which slices the
 # stats to the data's last dimension: stats shorter than the data cannot be broadcast against it.
@@ -74,10 +75,10 @@ class TrainerFlags:
 
     def argv(self, train_config: str) -> list[str]:
         """`train_pytorch.py` arguments. `--no-overwrite` always: openpi's overwrite deletes the experiment on every
-        rank (a race on shared storage) and is the default of its debug configs, where it would also refuse --resume."""
-        args = [TRAINER_SCRIPT, train_config, "--exp-name", self.exp_name]
-        if self.weights is not None:
-            args += ["--pytorch-weight-path", str(self.weights)]
+        rank (a race on shared storage) and is the default of its debug configs, where it would also refuse --resume.
+        `--pytorch-weight-path None` (`NO_WEIGHTS`) when there are no weights: random initialisation."""
+        weights = str(self.weights) if self.weights is not None else NO_WEIGHTS
+        args = [TRAINER_SCRIPT, train_config, "--exp-name", self.exp_name, "--pytorch-weight-path", weights]
         args += [
             "--pytorch-training-precision",
             str(self.precision),

@@ -29,6 +29,7 @@ from pathlib import Path
 from entrypoint.core.files import FileRefused, Problem, read_ends
 from entrypoint.core.findings import Finding, passed, warned
 from entrypoint.core.messages import Text
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.assets import HEAD_BYTES, InvalidAsset, check_safetensors, is_lfs_pointer, refused_text
 from entrypoint.inspect.messages import MESSAGES as M
@@ -129,7 +130,7 @@ def decide_resume(settings: Settings) -> ResumeDecision:
     except OSError as exc:
         unlistable = warned(
             "resume",
-            M("resume-unlistable", folder=exp, error=exc.strerror),
+            M("resume-unlistable", folder=exp, error=os_error_text(exc)),
             M("resume-unlistable-fix", folder=exp),
             str(exp),
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from entrypoint.core.findings import Finding, Status, failed, passed, warned
 from entrypoint.core.messages import Text, joined
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.settings import Settings
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.mounts import Location, Mount, Placement, locate, nearest_existing
@@ -128,16 +129,10 @@ def unwritable_reason(path: Path) -> Text | None:
         if os.statvfs(target).f_flag & os.ST_RDONLY:
             return M("folder-read-only", target=target)
     except OSError as exc:
-        return M("folder-unusable", target=target, error=exc.strerror)
+        return M("folder-unusable", target=target, error=os_error_text(exc))
     if not os.access(target, os.W_OK | os.X_OK):
         return M("folder-not-writable", target=target, uid=os.getuid())
     return None
-
-
-def writable(path: Path) -> tuple[bool, str]:
-    """`unwritable_reason` for an English log line: (True, the folder written into) or (False, why not)."""
-    reason = unwritable_reason(path)
-    return (True, str(nearest_existing(path))) if reason is None else (False, reason.en)
 
 
 def free_bytes(path: Path) -> int | None:

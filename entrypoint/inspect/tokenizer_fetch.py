@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
+from entrypoint.core.messages import Text
+from entrypoint.core.oserror import os_error_text
+from entrypoint.inspect.messages import MESSAGES as M
+
 GCS_ENDPOINT = "https://storage.googleapis.com"  # gcsfs's endpoint unless STORAGE_EMULATOR_HOST says otherwise
 EMULATOR_VARIABLE = "STORAGE_EMULATOR_HOST"
 PROBE_TIMEOUT_S = 2.0
@@ -40,7 +44,7 @@ class FetchVerdict:
 
     state: Fetch
     endpoint: str
-    reason: str = ""
+    reason: Text | None = None
 
 
 def endpoint(env: Mapping[str, str]) -> tuple[str, int]:
@@ -64,19 +68,19 @@ def gcsfs_present() -> bool:
         return False
 
 
-def _lookup(host: str, port: int) -> list[tuple[int, tuple[str, int]]] | str | None:
-    """Addresses for host:port; the error text when the name does not resolve; None when no answer in time."""
+def _lookup(host: str, port: int) -> list[tuple[int, tuple[str, int]]] | Text | None:
+    """Addresses for host:port; the error when the name does not resolve; None when no answer in time."""
     import socket  # only when a tokenizer is missing: `check`'s start-up imports no networking
     import threading
 
-    answer: list[list[tuple[int, tuple[str, int]]] | str] = []
+    answer: list[list[tuple[int, tuple[str, int]]] | Text] = []
 
     def resolve() -> None:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
             answer.append([(family, (str(addr[0]), int(addr[1]))) for family, _, _, _, addr in infos])
         except (OSError, UnicodeError) as exc:
-            answer.append(str(exc) or type(exc).__name__)
+            answer.append(os_error_text(exc))
 
     worker = threading.Thread(target=resolve, daemon=True)  # getaddrinfo itself has no timeout
     worker.start()
@@ -91,14 +95,14 @@ def probe(env: Mapping[str, str]) -> FetchVerdict:
     if not gcsfs_present():
         return FetchVerdict(Fetch.NO_GCSFS, where)
     if not host:
-        return FetchVerdict(Fetch.UNREACHABLE, where, f"{EMULATOR_VARIABLE} names no host")
+        return FetchVerdict(Fetch.UNREACHABLE, where, M("tokenizer-no-host", variable=EMULATOR_VARIABLE))
     found = _lookup(host, port)
     if found is None:
         return FetchVerdict(Fetch.UNKNOWN, where)
-    if isinstance(found, str):
+    if isinstance(found, Text):
         return FetchVerdict(Fetch.UNREACHABLE, where, found)
     if not found:
-        return FetchVerdict(Fetch.UNREACHABLE, where, "no address")
+        return FetchVerdict(Fetch.UNREACHABLE, where, M("tokenizer-no-address"))
     family, address = found[0]
     import socket
 
@@ -109,5 +113,5 @@ def probe(env: Mapping[str, str]) -> FetchVerdict:
     except TimeoutError:
         return FetchVerdict(Fetch.UNKNOWN, where)
     except OSError as exc:
-        return FetchVerdict(Fetch.UNREACHABLE, where, exc.strerror or str(exc))
+        return FetchVerdict(Fetch.UNREACHABLE, where, os_error_text(exc))
     return FetchVerdict(Fetch.REACHABLE, where)

@@ -18,6 +18,7 @@ from entrypoint.core.errors import JobMisspecified, PreflightFailed
 from entrypoint.core.findings import Finding, warned
 from entrypoint.core.host import Host
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import whole_number
 from entrypoint.core.settings import Device
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import verbatim
@@ -93,10 +94,10 @@ def _integer(env: Mapping[str, str], name: str, minimum: int, default: int | Non
                 M("topology-variable-missing-fix", name=name),
             )
         return default
-    text = raw.strip()
-    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) < minimum:
+    value = whole_number(raw, minimum=minimum)
+    if value is None:
         raise _bad(name, raw, "integer", minimum=minimum)
-    return int(text)
+    return value
 
 
 def _master(env: Mapping[str, str], addr_var: str, port_var: str, nnodes: int) -> tuple[str, int]:
@@ -122,10 +123,10 @@ def _master(env: Mapping[str, str], addr_var: str, port_var: str, nnodes: int) -
     port_raw = env.get(port_var)
     if port_raw is None or not port_raw.strip():
         return addr, DEFAULT_MASTER_PORT
-    port = port_raw.strip()
-    if not re.fullmatch(r"[0-9]{1,18}", port) or not 1 <= int(port) <= 65535:
+    port = whole_number(port_raw, maximum=65535, minimum=1)
+    if port is None:
         raise _bad(port_var, port_raw, "port")
-    return addr, int(port)
+    return addr, port
 
 
 def _is_address(addr: str) -> bool:
@@ -163,9 +164,10 @@ def _node_list(env: Mapping[str, str], nnodes: int, rank: int, per_node: int, to
     counts: list[int] = []
     for entry in raw.split(","):
         host, sep, gpus = entry.strip().rpartition(":")
-        if not sep or not host or not re.fullmatch(r"[0-9]{1,18}", gpus.strip()):
+        count = whole_number(gpus)
+        if not sep or not host or count is None:
             raise _bad("NODE_LIST", raw, "node-list")
-        counts.append(int(gpus))
+        counts.append(count)
     if len(counts) != nnodes:
         raise _contradiction("NODE_LIST", M("topology-node-list-entries", entries=len(counts), nnodes=nnodes))
     if sum(counts) != total:

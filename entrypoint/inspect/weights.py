@@ -26,6 +26,7 @@ from pathlib import Path
 from entrypoint.core.files import Problem, problem_at
 from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import whole_number
 from entrypoint.inspect.messages import MESSAGES as M
 from entrypoint.inspect.messages import joined, shown, verbatim
 
@@ -126,9 +127,10 @@ def job_model(train_config: str, extra_args: Sequence[str] = ()) -> Model | None
         if not equals:
             value = args[index + 1] if index + 1 < len(args) else ""
         if flag == "--model.action-dim":
-            if not value.isdecimal():
+            number = whole_number(value)
+            if number is None:
                 return None
-            dim = int(value)
+            dim = number
         elif value not in VARIANT_WIDTH:
             return None
         elif flag == "--model.paligemma-variant":

@@ -194,6 +194,7 @@ MESSAGES = Catalogue(
             "等待 0 号节点 {addr}:{port}({addresses})接受连接(已等 {waited} 秒,最多 {bound} 秒):{error}",
         ),
         "master-no-answer": ("no answer from the resolver within {limit} s", "解析器在 {limit} 秒内没有应答"),
+        "master-no-address": ("the name resolves to no address", "该名称没有解析到任何地址"),
         "master-reached": (
             "node 0 at {addr}:{port} accepts connections after {waited} s",
             "0 号节点 {addr}:{port} 已可连接(等待了 {waited} 秒)",

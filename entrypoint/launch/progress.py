@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import whole_number
 from entrypoint.inspect.openpi import SAVED_LINE, STEP_LINE
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.saves import SaveWatch
@@ -66,23 +67,26 @@ class Progress:
 
     def _line(self, line: str) -> None:
         saved = SAVED_LINE.search(line)
-        if saved:
-            self.saves.append(Saved(int(saved["step"]), saved["path"]))
+        saved_step = whole_number(saved["step"]) if saved else None
+        if saved and saved_step is not None:
+            self.saves.append(Saved(saved_step, saved["path"]))
             if self.saving is not None:
-                self.saving.saved(int(saved["step"]), self.clock(), self.step_time)
+                self.saving.saved(saved_step, self.clock(), self.step_time)
             self._event(self.clock())
             self._last_seen = None  # the next gap includes the checkpoint write: not a step time
             return
         bar = _BAR_COUNT.search(line)
-        if bar and int(bar["done"]) != self._bar:
-            self._bar = int(bar["done"])
+        done = whole_number(bar["done"]) if bar else None
+        if done is not None and done != self._bar:
+            self._bar = done
             self._event(self.clock())
             if self.saving is not None:
                 self.saving.position(self._bar, self.clock(), before_save=False)
         match = STEP_LINE.search(line)
-        if not match:
+        step = whole_number(match["step"]) if match else None
+        if match is None or step is None:  # no step line, or a step number past any run's
             return
-        step, now = int(match["step"]), self.clock()
+        now = self.clock()
         self._event(now)
         if self.saving is not None:
             self.saving.position(step + 1, now, before_save=True)  # openpi logs step N, then saves step N+1

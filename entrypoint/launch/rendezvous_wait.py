@@ -20,6 +20,7 @@ from typing import TextIO
 
 from entrypoint.core.findings import Finding, failed
 from entrypoint.core.messages import Lang, Text
+from entrypoint.core.oserror import os_error_text
 from entrypoint.inspect.topology import MasterWait
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import say
@@ -61,14 +62,14 @@ class WaitResult:
         }
 
 
-def _reason(error: BaseException) -> str:
-    return getattr(error, "strerror", None) or str(error) or type(error).__name__
+def _reason(error: BaseException) -> Text:
+    return os_error_text(error)
 
 
-def lookup(addr: str, port: int, limit_s: float) -> tuple[tuple[str, ...], Text | str]:
+def lookup(addr: str, port: int, limit_s: float) -> tuple[tuple[str, ...], Text | None]:
     """One resolution of `addr`, given at most `limit_s`: its addresses in the resolver's order (then no error), or
     none and the error."""
-    answer: list[tuple[tuple[str, ...], Text | str]] = []
+    answer: list[tuple[tuple[str, ...], Text | None]] = []
 
     def resolve() -> None:
         try:
@@ -76,7 +77,7 @@ def lookup(addr: str, port: int, limit_s: float) -> tuple[tuple[str, ...], Text 
         except (OSError, UnicodeError) as error:
             answer.append(((), _reason(error)))
         else:
-            answer.append((tuple(dict.fromkeys(str(info[4][0]) for info in infos)), ""))
+            answer.append((tuple(dict.fromkeys(str(info[4][0]) for info in infos)), None))
 
     worker = threading.Thread(target=resolve, name="master-lookup", daemon=True)
     worker.start()
@@ -84,7 +85,7 @@ def lookup(addr: str, port: int, limit_s: float) -> tuple[tuple[str, ...], Text 
     return answer[0] if answer else ((), M("master-no-answer", limit=round(limit_s)))
 
 
-def connect(addresses: tuple[str, ...], port: int, limit_s: float) -> str | None:
+def connect(addresses: tuple[str, ...], port: int, limit_s: float) -> Text | None:
     """Try each address (at least one) once, each for at most `limit_s`; None when one accepted, else the last
     error."""
     error = None
@@ -138,6 +139,7 @@ def wait_for_master(target: MasterWait, out: TextIO, lang: Lang | str = Lang.BOT
         )
         if addresses:
             break
+        problem = problem or M("master-no-address")
         if pace.waited() >= target.resolve_timeout_s:
             return _unresolved(target, pace.waited(), attempts, problem)
         pace.progress(
@@ -169,16 +171,15 @@ def wait_for_master(target: MasterWait, out: TextIO, lang: Lang | str = Lang.BOT
         attempts += 1
 
 
-def _unresolved(target: MasterWait, waited: float, attempts: int, problem: Text | str) -> WaitResult:
+def _unresolved(target: MasterWait, waited: float, attempts: int, problem: Text) -> WaitResult:
     what = M("master-unresolved", variable=target.variable, addr=target.addr, waited=round(waited), error=problem)
     fix = M("master-unresolved-fix", variable=target.variable, bound=target.resolve_timeout_s)
     finding = failed("topology.master-unresolved", what, fix, target.variable)
-    error = problem.en if isinstance(problem, Text) else problem
-    return WaitResult(target, WaitStatus.UNRESOLVED, (), waited, attempts, error, finding)
+    return WaitResult(target, WaitStatus.UNRESOLVED, (), waited, attempts, problem.en, finding)
 
 
 def _unreachable(
-    target: MasterWait, addresses: tuple[str, ...], waited: float, attempts: int, error: str
+    target: MasterWait, addresses: tuple[str, ...], waited: float, attempts: int, error: Text
 ) -> WaitResult:
     shown = ", ".join(addresses)
     what = M(
@@ -186,4 +187,4 @@ def _unreachable(
     )
     fix = M("master-unreachable-fix", port=target.port, bound=target.timeout_s, setting=SETTING)
     finding = failed("topology.master-unreachable", what, fix, f"{target.addr}:{target.port}")
-    return WaitResult(target, WaitStatus.UNREACHABLE, addresses, waited, attempts, error, finding)
+    return WaitResult(target, WaitStatus.UNREACHABLE, addresses, waited, attempts, error.en, finding)

@@ -24,6 +24,7 @@ from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.messages import Catalogue, Lang, language
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.report import command_line, health_summary, problem_block
 from entrypoint.core.settings import HealthMode, PreflightMode, StallAction
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
@@ -53,6 +54,7 @@ RUN = Catalogue(
     "launch",
     {
         "start-heading": ("starting torchrun", "启动 torchrun"),
+        "path-error": ("{path}: {error}", "{path}:{error}"),
         "start-failed": (
             "{program} could not be started: {error}; nothing ran",
             "无法启动 {program}:{error};训练未运行",
@@ -128,7 +130,7 @@ def run(host: Host, flags: Mapping[str, object], console: TextIO | None = None) 
                 closing.callback(out.close_file, plan.settings.storage_timeout)  # before the file is closed
                 record.path = files.record
             except OSError as error:  # the folder changed since the plan looked: an outcome, not a decision
-                say(out, lang, "log-open-failed", detail=f"{files.log}: {error.strerror}")
+                say(out, lang, "log-open-failed", detail=RUN("path-error", path=files.log, error=os_error_text(error)))
         return _run(plan, out, record, lang)
 
 
@@ -313,12 +315,12 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         try:
             nccl_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:  # the folder changed since the plan looked: an outcome, not a decision
-            line(out, lang, RUN("nccl-dir-failed", folder=str(nccl_dir), error=error.strerror or error))
+            line(out, lang, RUN("nccl-dir-failed", folder=str(nccl_dir), error=os_error_text(error)))
         record.data["nccl_debug"] = dict(launch.nccl_debug)
     problem = flight_recorder.prepare(env)  # torch writes its dumps into the folder but never creates it
     if problem is not None:
         prefix = flight_recorder.locations(env)[0]
-        line(out, lang, RUN("fr-dir-failed", prefix=str(prefix), error=problem.strerror or problem))
+        line(out, lang, RUN("fr-dir-failed", prefix=str(prefix), error=os_error_text(problem)))
     # torchrun starts now, nothing can end the run before it: the line and the record's launch moment go together
     say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     record.data["launch_after_s"] = round(record.since_start(), 4)
@@ -364,7 +366,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         with record.phase("training"):
             code = supervisor.run()
     except StartFailed as failure:
-        what = RUN("start-failed", program=failure.program, error=failure.error.strerror or failure.error)
+        what = RUN("start-failed", program=failure.program, error=os_error_text(failure.error))
         finding = failed("trainer.torchrun", what, RUN("start-failed-fix"), failure.program)
         health_summary([finding], RUN("start-heading").en, lang, out)
         return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)

@@ -29,6 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import whole_number
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.processes import PROC, ProcessTree
 from entrypoint.launch.progress import Progress
@@ -140,7 +141,7 @@ def global_rank(pid: int) -> int | None:
     for entry in raw.split(b"\0"):
         if entry.startswith(b"RANK="):
             value = entry[5:].decode(errors="replace")
-            return int(value) if value.isdigit() and len(value) < 10 else None
+            return whole_number(value)
     return None
 
 

@@ -63,6 +63,7 @@ from typing import IO, Protocol, TextIO, TypeAlias
 
 from entrypoint.core.masking import mask_text, safe_url
 from entrypoint.core.messages import Lang, Text, render
+from entrypoint.core.numbers import whole_number
 from entrypoint.net.messages import MESSAGES as M
 from entrypoint.net.source import (
     DownloadError,
@@ -427,7 +428,7 @@ class _Transfer:
     @staticmethod
     def total_from(content_range: str | None) -> int | None:
         match = _CONTENT_RANGE.search(content_range or "")
-        return int(match[3]) if match and match[3] != "*" else None
+        return whole_number(match[3]) if match and match[3] != "*" else None
 
     def _start_body(self, response: http.client.HTTPResponse, handle: _Sink) -> None:
         """Align the sink with what the server sends: a continuation (206 from our offset) or the whole file."""
@@ -436,7 +437,7 @@ class _Transfer:
         validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
         if response.status == 206:
             match = _CONTENT_RANGE.search(response.headers.get("Content-Range", ""))
-            if match and match[1] is not None and int(match[1]) == offset:
+            if match and match[1] is not None and whole_number(match[1]) == offset:
                 self.total = self.total_from(match[0])
                 self.validator = self.validator or validator
                 return
@@ -444,7 +445,7 @@ class _Transfer:
                 self._restart(handle)  # a range we did not ask for: distrust it and start over
             raise self._failure(FailureKind.HTTP, M("wrong-range"), self.base == 0 and self.end is None)
         length = response.headers.get("Content-Length")
-        self.total = int(length) if length and length.isascii() and length.isdigit() and len(length) < 19 else None
+        self.total = whole_number(length)
         if offset or self.end is not None:  # the server ignored Range, or If-Range found the file changed
             shown = safe_url(self.url)
             if self.base == 0 and self.end is None and not self.discard_unranged:
@@ -654,9 +655,8 @@ def head_size(source: str, timeout_s: float, allow_http: bool = False) -> HeadAn
         if isinstance(reason, TimeoutError):
             return HeadAnswer(None, SizeUnknown.NO_ANSWER)
         return HeadAnswer(None, SizeUnknown.UNREACHABLE, reason=str(reason)[:200])
-    if length.isascii() and length.isdigit() and len(length) < 19:
-        return HeadAnswer(int(length))
-    return HeadAnswer(None, SizeUnknown.NO_LENGTH)
+    size = whole_number(length)
+    return HeadAnswer(size) if size is not None else HeadAnswer(None, SizeUnknown.NO_LENGTH)
 
 
 def head_sizes(sources: list[str], timeout_s: float, allow_http: bool = False) -> dict[str, HeadAnswer]:

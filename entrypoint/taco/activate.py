@@ -24,6 +24,7 @@ from typing import TextIO
 from entrypoint.core.findings import Finding, Status
 from entrypoint.core.masking import MaskedStream, mask_text, secrets_in
 from entrypoint.core.messages import Lang, Text, flatten, render
+from entrypoint.core.oserror import os_error_text
 from entrypoint.net.source import DownloadError, DownloadOptions, FailureKind
 from entrypoint.taco.messages import MESSAGES as M
 from entrypoint.taco.plan import TacoPlan, TacoStatus, Trouble, feature_names, prelude_dir, trouble_finding
@@ -246,8 +247,10 @@ def _verify(plan: TacoPlan, env: Mapping[str, str], python: str) -> str | None:
             text=True,
             timeout=VERIFY_TIMEOUT_S,
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise _Failed(M("verify-unfinished", error=error), fix, where) from None
+    except subprocess.TimeoutExpired:
+        raise _Failed(M("verify-unfinished", error=M("verify-timeout", seconds=VERIFY_TIMEOUT_S)), fix, where) from None
+    except OSError as error:
+        raise _Failed(M("verify-unfinished", error=os_error_text(error)), fix, where) from None
     errors = "\n".join(result.stderr.strip().splitlines()[-6:])
     try:
         seen = json.loads(result.stdout.strip().splitlines()[-1])
@@ -291,7 +294,9 @@ def _steps(
         return sha256, version
     except OSError as error:  # the temp folder: not writable, full
         raise _Failed(
-            M("cannot-prepare", prefix=plan.prefix, error=error), M("cannot-prepare-fix"), str(plan.prefix)
+            M("cannot-prepare", prefix=plan.prefix, error=os_error_text(error)),
+            M("cannot-prepare-fix"),
+            str(plan.prefix),
         ) from None
 
 

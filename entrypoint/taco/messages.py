@@ -58,19 +58,25 @@ MESSAGES = Catalogue(
             "Set VLA_TACO_WHEEL to the wheel's path or https URL, or use the openpi-taco image.",
             "请把 VLA_TACO_WHEEL 设为 wheel 的路径或 https 地址,或使用 openpi-taco 镜像。",
         ),
+        "wheel-setting": ("{where}: {what}", "{where}:{what}"),
         "scheme-fix": (
-            "{fix} (Plain http needs VLA_TACO_ALLOW_HTTP=1.)",
-            "{fix}(明文 http 需设置 VLA_TACO_ALLOW_HTTP=1。)",
+            "{where}: {fix} (Plain http needs VLA_TACO_ALLOW_HTTP=1.)",
+            "{where}:{fix}(明文 http 需设置 VLA_TACO_ALLOW_HTTP=1。)",
         ),
-        "not-a-wheel": ("{source} is not a wheel file name: {error}", "{source} 不是 wheel 文件名:{error}"),
+        "not-a-wheel": (
+            "{source} is not a wheel file name: a wheel is named <name>-<version>(-<build>)-<python tag>-<abi tag>-"
+            "<platform tag>.whl",
+            "{source} 不是 wheel 文件名:wheel 的文件名应为 <名称>-<版本>(-<构建号>)-<Python 标签>-<ABI 标签>-"
+            "<平台标签>.whl",
+        ),
         "not-a-wheel-fix": (
-            "Point VLA_TACO_WHEEL at a taco_train-<version>-<tags>.whl file.",
-            "请让 VLA_TACO_WHEEL 指向 taco_train-<版本>-<标签>.whl 文件。",
+            "Point {where} at a taco_train-<version>-<tags>.whl file.",
+            "请让 {where} 指向 taco_train-<版本>-<标签>.whl 文件。",
         ),
         "another-package": ("{file} is a {name} wheel, not taco_train", "{file} 是 {name} 的 wheel,而不是 taco_train"),
         "another-package-fix": (
-            "Point VLA_TACO_WHEEL at the taco_train wheel.",
-            "请让 VLA_TACO_WHEEL 指向 taco_train 的 wheel。",
+            "Point {where} at the taco_train wheel.",
+            "请让 {where} 指向 taco_train 的 wheel。",
         ),
         "wheel-missing": ("the TACO wheel {path} does not exist", "TACO wheel {path} 不存在"),
         "wheel-missing-fix": (
@@ -168,6 +174,7 @@ MESSAGES = Catalogue(
             "Check that nothing earlier on PYTHONPATH shadows the prelude, and that the wheel matches this Python.",
             "请确认 PYTHONPATH 中没有更靠前的条目遮蔽 prelude,且 wheel 与当前 Python 匹配。",
         ),
+        "verify-timeout": ("no answer within {seconds} s", "{seconds} 秒内没有结果"),
         "verify-unfinished": (
             "the TACO check in a child interpreter did not finish: {error}",
             "子解释器中的 TACO 检查未完成:{error}",

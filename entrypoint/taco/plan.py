@@ -29,6 +29,7 @@ from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.masking import safe_url
 from entrypoint.core.messages import Text, flatten
+from entrypoint.core.oserror import os_error_text
 from entrypoint.core.settings import Settings, TacoMode
 from entrypoint.inspect.environment import EnvPlan
 from entrypoint.taco.messages import MESSAGES as M
@@ -198,7 +199,7 @@ def _wheel_source(settings: Settings, tags: list[Tag], sha256: str | None) -> tu
     from entrypoint.net.source import DownloadError, check_scheme, local_path, sha256_of, source_name
     from entrypoint.taco.wheel import fits, parse_wheel_name
 
-    where = "VLA_TACO_WHEEL"
+    where = settings.where("taco_wheel")
     source = settings.taco_wheel
     if source is None:
         return Trouble(M("no-wheel"), M("no-wheel-fix"), where)
@@ -206,27 +207,32 @@ def _wheel_source(settings: Settings, tags: list[Tag], sha256: str | None) -> tu
         check_scheme(source, settings.taco_allow_http)
         path = local_path(source)
     except DownloadError as error:
-        return Trouble(error.what, M("scheme-fix", fix=error.fix), where, True)
+        what = M("wheel-setting", where=where, what=error.what)
+        return Trouble(what, M("scheme-fix", where=where, fix=error.fix), where, True)
     if path is not None and not path.is_absolute():
         path = Path(settings.assets_root) / path
         source = str(path)
     file = source_name(source)
     try:
         wheel = parse_wheel_name(file)
-    except ValueError as error:
-        return Trouble(M("not-a-wheel", source=safe_url(source), error=error), M("not-a-wheel-fix"), where, True)
+    except ValueError:
+        what = M("wheel-setting", where=where, what=M("not-a-wheel", source=safe_url(source)))
+        return Trouble(what, M("not-a-wheel-fix", where=where), where, True)
     if wheel.name != DIST_NAME:
-        return Trouble(M("another-package", file=file, name=wheel.name), M("another-package-fix"), where, True)
+        what = M("wheel-setting", where=where, what=M("another-package", file=file, name=wheel.name))
+        return Trouble(what, M("another-package-fix", where=where), where, True)
     if not fits(wheel, tags):
         return _wrong_python(file, wheel.tag_text, tags, where)
     if path is not None:
         if not path.is_file():
-            return Trouble(M("wheel-missing", path=path), M("wheel-missing-fix"), where)
+            what = M("wheel-setting", where=where, what=M("wheel-missing", path=path))
+            return Trouble(what, M("wheel-missing-fix"), where)
         if sha256 is not None:
             try:
                 actual = sha256_of(path)
             except OSError as error:
-                return Trouble(M("wheel-unreadable", path=path, error=error), M("wheel-unreadable-fix"), where)
+                what = M("wheel-unreadable", path=path, error=os_error_text(error))
+                return Trouble(what, M("wheel-unreadable-fix"), where)
             if actual != sha256:
                 what = M("wheel-mismatch", path=path, actual=actual, expected=sha256)
                 return Trouble(what, M("wheel-mismatch-fix", path=path), "VLA_TACO_WHEEL_SHA256")

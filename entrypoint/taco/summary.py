@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from entrypoint.core.numbers import whole_number
+
 TITLE = "taco-train — optimization summary"
 _TITLE = re.compile(r"taco-train\s*(?:—|–|-{1,2})\s*optimi[sz]ation\s+summary", re.IGNORECASE)
 _TAIL = re.compile(r"^[\s│┃║|]*$")  # nothing but a right border after the title: a mention in prose is no box
@@ -116,8 +118,9 @@ def parse_summary(text: str) -> dict[str, str] | None:
 
 
 def applied_count(status: str) -> int | None:
-    """N for `applied ×N` (or `applied xN`, `applied` alone = 1); None when the status is not `applied`."""
+    """N for `applied ×N` (or `applied xN`, `applied` alone = 1); None when the status is not `applied` or N is
+    no plausible count (past int64)."""
     match = re.match(r"\s*applied\b(?:\s*[×x*]\s*(\d+))?", status, re.IGNORECASE)
     if match is None:
         return None
-    return int(match[1]) if match[1] else 1
+    return whole_number(match[1]) if match[1] else 1

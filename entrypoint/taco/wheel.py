@@ -21,6 +21,7 @@ from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from entrypoint.core.messages import Text
+from entrypoint.core.oserror import os_error_text
 from entrypoint.taco.messages import MESSAGES as M
 
 RECORD = "WHEEL.json"
@@ -110,7 +111,7 @@ def install(
         shutil.rmtree(staging, ignore_errors=True)
         return M("pip-timeout", seconds=timeout_s)
     except OSError as error:
-        return M("pip-cannot-run", python=python, error=error)
+        return M("pip-cannot-run", python=python, error=os_error_text(error))
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         output = (result.stdout + result.stderr).strip()[-output_chars:]

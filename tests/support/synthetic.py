@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
+from entrypoint.inspect.train_configs import RELEASED
 from tests.support.weights import write_shipped_weights
 
 REPO_ID = "physical-intelligence/libero"
@@ -134,11 +136,36 @@ def make_assets_tree(
     return root
 
 
-def make_openpi_tree(root: Path) -> Path:
-    """A minimal openpi checkout: only what the launcher looks at."""
+def make_openpi_tree(root: Path, configs: Iterable[str] = RELEASED) -> Path:
+    """A minimal openpi checkout: only what the launcher looks at. Its train `configs` are declared as openpi
+    declares them: `TrainConfig(name=...)` entries in `src/openpi/training/config.py`, the `*_polaris` ones in a
+    `training/misc` module that config.py imports."""
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     (root / "scripts" / "train_pytorch.py").write_text("# stand-in\n")
+    training = root / "src" / "openpi" / "training"
+    (training / "misc").mkdir(parents=True, exist_ok=True)
+    names = sorted(configs)
+    misc = [n for n in names if n.endswith("_polaris")]
+    (training / "misc" / "polaris_config.py").write_text(train_configs_source(misc, in_function=True))
+    (training / "config.py").write_text(train_configs_source([n for n in names if n not in misc]))
     return root
+
+
+def train_configs_source(names: Iterable[str], in_function: bool = False) -> str:
+    """Python source declaring `names` as openpi's config module does (or, `in_function`, as its misc modules do)."""
+    entries = "".join(f"    TrainConfig(\n        name={name!r},\n        batch_size=32,\n    ),\n" for name in names)
+    if in_function:
+        body = entries.replace("\n    ", "\n        ").replace("    TrainConfig(", "        TrainConfig(", 1)
+        return (
+            "def get_polaris_configs():\n    from openpi.training.config import TrainConfig\n\n"
+            f"    return [\n{body}    ]\n"
+        )
+    return (
+        "import dataclasses\n\nimport openpi.training.misc.polaris_config as polaris_config\n\n\n"
+        "@dataclasses.dataclass(frozen=True)\nclass TrainConfig:\n    name: str\n    batch_size: int = 32\n\n\n"
+        f"_CONFIGS = [\n{entries}    *polaris_config.get_polaris_configs(),\n]\n"
+        "_CONFIGS_DICT = {config.name: config for config in _CONFIGS}\n"
+    )
 
 
 def make_checkpoint(exp_dir: Path, step: int | str, complete: bool = True, missing: str | None = None) -> Path:

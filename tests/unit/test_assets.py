@@ -94,7 +94,7 @@ def test_missing_episode_files_are_listed(world):
     (data / "episode_000002.parquet").write_bytes(b"")
     report = inspect_assets(settings_for(world), world.env)
     (finding,) = [f for f in report.findings if f.id == "assets.dataset-files"]
-    assert "2 of 3" in finding.message.en and "episode_000001.parquet" in finding.message.en
+    assert "2 of the 3" in finding.message.en and "episode_000001.parquet" in finding.message.en
     assert not report.dataset_complete
 
 
@@ -103,7 +103,7 @@ def test_dataset_with_videos_and_chunks(tmp_path, world):
     (root / "videos/chunk-002/observation.images.top/episode_000004.mp4").unlink()
     report = inspect_assets(settings_for(world, VLA_LEROBOT_HOME=str(tmp_path), VLA_DATASET_REPO_ID="ds"), world.env)
     (finding,) = [f for f in report.findings if f.id == "assets.dataset-files"]
-    assert "1 of 10" in finding.message.en and "videos/chunk-002" in finding.message.en
+    assert "1 of the 10" in finding.message.en and "videos/chunk-002" in finding.message.en
 
 
 def test_tokenizer_missing_is_a_warning_with_the_path(world):
@@ -121,7 +121,8 @@ def test_fake_data_configs_skip_dataset_and_weights(world):
         ),
         world.env,
     )
-    assert report.findings == ()
+    assert [(f.id, f.status.value) for f in report.findings] == [("assets.weights", "pass")]
+    assert "random initialisation" in report.findings[0].message.en and report.dataset_bytes == 0
 
 
 def test_a_bad_file_is_explained_in_both_languages(world):

@@ -77,3 +77,22 @@ def test_figures_of_uncommitted_code_are_not_written(script: str, tmp_path: Path
     with pytest.raises(SystemExit, match=r"uncommitted changes.*commit first"):
         importlib.import_module(script).main(["--write", str(target)])
     assert not target.exists()
+
+
+@pytest.mark.parametrize("check_ms, verdict", [(150.0, "within"), (400.0, "past")], ids=["within", "past"])
+def test_check_start_up_is_reported_against_a_regression_guard(check_ms: float, verdict: str) -> None:
+    """The start-up ratio is a guard that catches a slower `check`, never a goal the report claims."""
+    from scripts import bench_check as bc
+
+    found = {name: bc.Way(name, ["x"], "floor") for name in ("floor", "libraries", "imports", "check")}
+    results = {
+        "floor": [0.016, 0.017],
+        "libraries": [0.06, 0.07],
+        "imports": [0.13, 0.14],
+        "check": [check_ms / 1000] * 2,
+    }
+    survey = bc.Survey(["json"], 37, 42, 24)
+    run = bc.Run(3, 10, bc.GUARD, None, "abc1234", survey, 0.1)
+    text = bc.markdown(found, results, [("json", 0.001)], run)
+    assert f"{verdict} the\nregression guard of 15×" in text and "--guard 15" in text
+    assert "goal is" not in text

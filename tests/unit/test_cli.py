@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -238,10 +239,38 @@ def test_preflight_runs_torchrun_without_the_runs_own_files(world, tmp_path):
 # ---- edges: usage errors, help, output that cannot be written, a torchrun that cannot start ----
 
 
-def test_help_lists_every_exit_code(world):
-    result = world.cli("--help")
-    for code in ("0 success", "2 the job is mis-specified", "3 a preflight check failed", "124 the stall", "141", "74"):
-        assert code in result.out, code
+README_EXIT_CODE = re.compile(r"^\| (\d+|other) \| ", re.MULTILINE)
+HELP_EXIT_CODE = re.compile(r"^  (\d+|other|其他) +\S", re.MULTILINE)
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("run", "--help"), ("check", "--help")], ids=["top", "run", "check"])
+def test_help_lists_every_exit_code_the_readme_lists_in_both_languages(world, argv):
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    documented = README_EXIT_CODE.findall(readme[readme.index("### Exit codes") :])
+    result = world.cli(*argv, env={"VLA_LANG": "both"})
+    english, chinese = result.out.split("\n退出码:")
+    assert HELP_EXIT_CODE.findall(english) == documented and "93" in documented and "124" in documented
+    assert HELP_EXIT_CODE.findall(chinese) == [*documented[:-1], "其他"]
+    assert "do not requeue" in english and "请勿重新排队" in chinese and "训练卡住" in chinese
+
+
+ZH_FLAG, EN_FLAG = "每 N 步保存一次检查点", "save a checkpoint every N steps"
+
+
+@pytest.mark.parametrize(
+    "env, shown, hidden",
+    [
+        ({"VLA_LANG": "en"}, ["exit codes:", EN_FLAG], ["退出码", ZH_FLAG]),
+        ({"VLA_LANG": "zh"}, ["退出码:", ZH_FLAG], ["exit codes", EN_FLAG]),
+        ({"LANG": "zh_CN.UTF-8"}, ["在 TI-ONE 上启动 openpi 训练", ZH_FLAG], ["Launch openpi training", EN_FLAG]),
+        ({"LANG": "en_US.UTF-8"}, ["Launch openpi training", EN_FLAG], ["在 TI-ONE 上启动", ZH_FLAG]),
+        ({"LANG": "C.UTF-8"}, ["Launch openpi training", "在 TI-ONE 上启动", EN_FLAG, ZH_FLAG], []),
+    ],
+    ids=["vla-lang-en", "vla-lang-zh", "lang-zh", "lang-en", "c-locale-both"],
+)
+def test_help_follows_the_language(world, env, shown, hidden):
+    text = world.cli("--help", env=env).out + world.cli("check", "--help", env=env).out
+    assert all(s in text for s in shown) and not any(h in text for h in hidden)
 
 
 def test_preflight_help_lists_only_the_flags_it_uses(world):
@@ -257,12 +286,23 @@ def test_preflight_help_lists_only_the_flags_it_uses(world):
     [
         (["check", "--precision", "fp8"], "--precision", "'fp8' is not one of 'bfloat16', 'float32'", "不在可选值"),
         (["chekc"], "chekc", "unknown command 'chekc'", "未知命令 'chekc'"),
+        (["chek"], "chek", "Did you mean 'check'? Use one of", "是否应为 'check'?请使用以下命令之一"),
+        (["fetch-asset"], "fetch-asset", "Did you mean 'fetch-assets'?", "是否应为 'fetch-assets'?"),
         (["plan", "--batch-size"], "--batch-size", "--batch-size needs a value", "--batch-size 缺少取值"),
         (["check", "--batch-sise", "8"], "--batch-sise", "does not know --batch-sise 8", "无法识别 --batch-sise 8"),
         (["check", "--wandb=1"], "--wandb/--no-wandb", "takes no value", "不接受取值"),
         (["fetch-assets", "--segments", "x"], "--segments", "'x' is not a whole number", "'x' 不是整数"),
     ],
-    ids=["choice", "command", "missing-value", "unknown-flag", "switch-with-value", "not-a-number"],
+    ids=[
+        "choice",
+        "command",
+        "command-did-you-mean",
+        "command-did-you-mean-plural",
+        "missing-value",
+        "unknown-flag",
+        "switch-with-value",
+        "not-a-number",
+    ],
 )
 def test_usage_errors_come_out_in_both_languages(world, argv, where, en, zh):
     result = world.cli(*argv)

@@ -404,8 +404,12 @@ EDGES = [
     asset("info-json-fifo", 3, "info.json", thing(INFO, "fifo"), limit_s=FIFO_LIMIT),
     asset("info-json-lfs-pointer", 3, "git lfs pull", content(INFO, lfs_pointer_text("meta/tasks.jsonl"))),
     asset("info-json-1-gib-hole", 3, "info.json", sparse(INFO, 1 << 30)),
-    asset("total-episodes-1e9", 3, "1000000000", info(total_episodes=10**9), limit_s=5),
-    asset("total-episodes-1e7-chunks-of-1", 3, "10000000", info(total_episodes=10**7, chunks_size=1), limit_s=5),
+    asset("info-json-valid-over-32-mib", 3, "at most 32 MiB", info(notes="x" * (33 << 20))),
+    asset("total-episodes-1e9", 3, "info.json's total_episodes, 1000000000", info(total_episodes=10**9), limit_s=5),
+    asset("total-episodes-1e7-chunks-of-1", 3, "info.json's total_episodes, 10000000",
+          info(total_episodes=10**7, chunks_size=1), limit_s=5),
+    asset("total-episodes-4000-digits", 3, "'total_episodes' is a number of 4000 digits, past any dataset's",
+          info_text('{"total_episodes": ' + "9" * 4000 + ', "data_path": "x{episode_index}", "features": {}}')),
     asset("total-episodes-5000-digits", 3, "info.json",
           info_text('{"total_episodes": ' + HUGE_INT + ', "data_path": "x{episode_index}", "features": {}}')),
     asset("total-episodes-float-1e9", 3, "total_episodes", info(total_episodes=1e9)),
@@ -496,11 +500,11 @@ SAYS = {  # what the output must say beyond the culprit
     "norm-stats-nested-100k": "nested too deeply",
     "norm-stats-5000-digit-integer": "more than 4300 digits",
     "norm-stats-400-digit-value": "non-finite",
-    "norm-stats-64-mib": "at most 33554432 bytes",
+    "norm-stats-64-mib": "(64.0 MiB); the launcher reads a JSON asset (info.json, norm stats, config.json) of at most",
     "model-trailing-bytes": "16 bytes after its last tensor",
     "model-lfs-pointer": "git-lfs pointer",
     "info-json-1-gib-hole": "1073741824 bytes",
-    "total-episodes-1e9": "999999997 of 1000000000",
+    "total-episodes-1e9": "999999997 of the 1000000000",
     "data-path-billion-wide": "not a simple integer format",
     "data-path-attribute": "attribute or index access",
     "lerobot-v3-dataset": "--revision v2.1",
@@ -725,7 +729,7 @@ def test_a_clone_without_git_lfs_is_named_file_by_file(world: World) -> None:
     assert "git lfs pull" in finding.hint.en and "git lfs pull" in finding.hint.zh
 
 
-@pytest.mark.parametrize("episodes, chunk_size", [(10**9, 1000), (10**9, 1), (10**18, 10**18), (2**63, 7)])
+@pytest.mark.parametrize("episodes, chunk_size", [(10**9, 1000), (10**9, 1), (10**18, 10**18), (2**63 - 1, 7)])
 def test_the_claimed_episode_count_never_sizes_the_work(tmp_path: Path, episodes: int, chunk_size: int) -> None:
     root = make_dataset(tmp_path / "ds", episodes=3)
     data = json.loads((root / "meta/info.json").read_text())
@@ -736,7 +740,8 @@ def test_the_claimed_episode_count_never_sizes_the_work(tmp_path: Path, episodes
     assert time.perf_counter() - started < 1.0
     (missing,) = [f for f in findings if f.id == "assets.dataset-files"]
     found = 3 if chunk_size >= 3 else 1  # with chunks of 1, episodes 1 and 2 belong in chunk-001 and chunk-002
-    assert f"{episodes - found} of {episodes} episode files" in missing.message.en and not complete
+    assert f"{episodes - found} of the {episodes} episode files" in missing.message.en and not complete
+    assert f"info.json's total_episodes, {episodes}" in missing.message.en and "info.json" in missing.hint.zh
 
 
 def test_files_far_beyond_the_first_episodes_are_read_back_through_the_template(tmp_path: Path) -> None:
@@ -751,7 +756,7 @@ def test_files_far_beyond_the_first_episodes_are_read_back_through_the_template(
     (root / "data/chunk-123456/episode_12345678.parquet").write_bytes(parquet_bytes())  # not where 12345678 goes
     findings, _, _ = check_dataset_folder(root)
     texts = {f.id: f.message.en for f in findings}
-    assert f"{10**9 - 3} of {10**9} episode files" in texts["assets.dataset-files"]
+    assert f"{10**9 - 3} of the {10**9} episode files" in texts["assets.dataset-files"]
     assert "1 of 1000000000 episode files" in texts["assets.dataset-content"]
     assert "episode_123456789.parquet (no PAR1 magic" in texts["assets.dataset-content"]
 
@@ -791,3 +796,13 @@ def test_slow_storage_is_read_by_a_few_threads_in_the_same_order(
     ]
     assert isinstance(shared[150], FileRefused) and shared[150].problem is Problem.MISSING
     assert threading.active_count() == started
+
+
+def test_a_claimed_count_past_int64_is_refused_as_out_of_range(tmp_path: Path) -> None:
+    root = make_dataset(tmp_path / "ds", episodes=3)
+    data = json.loads((root / "meta/info.json").read_text())
+    data.update(total_episodes=2**63)
+    (root / "meta/info.json").write_text(json.dumps(data))
+    (finding,) = check_dataset_folder(root)[0]
+    assert f"'total_episodes' is {2**63}, past any dataset's count" in finding.message.en
+    assert "超出任何数据集的数量范围" in finding.message.zh and "info.json" in finding.message.en

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.edges import Edge, WorldLike, check_edge
+from tests.support.fakehosts import hcc_container
 from tests.unit.conftest import FAKE_BIN, World
 
 HUGE = "9" * 5000  # over Python's 4300-digit limit on int()
@@ -109,6 +110,11 @@ def nested_interpreter(world: WorldLike) -> None:
     only_broken(world, folder)
 
 
+def roce_node(world: WorldLike) -> None:
+    """This node is a TI-ONE HCC container with RoCE ports (the fabric rules judge NCCL variables there)."""
+    hcc_container(world.host)
+
+
 def manifest(entry: dict[str, object] | None = None, text: str | None = None) -> Callable[[WorldLike], None]:
     def setup(world: WorldLike) -> None:
         body = text if text is not None else json.dumps({"entries": [entry]})
@@ -182,6 +188,11 @@ EDGES = [
     tione("index-5000-digits", 2, "INDEX", env={"INDEX": HUGE}),
     tione("node-list-count-5000-digits", 2, "NODE_LIST", env={"NODE_LIST": f"10.0.0.1:{HUGE},10.0.0.2:8"}),
     tione("pet-nnodes-5000-digits", 2, "PET_NNODES", env={"PET_NNODES": HUGE}, tione=False),
+    # NCCL variables and the host's NCCL: numbers past int()'s limit are refused as out of range, never a traceback
+    tione("nccl-ib-hca-port-5000-digits", 0, "NCCL_IB_HCA", env={"NCCL_IB_HCA": f"mlx5_bond_0:{HUGE}"},
+          setup=roce_node),
+    tione("nccl-ib-hca-port-out-of-range", 0, "mlx5_bond_1:256", env={"NCCL_IB_HCA": "mlx5_bond_0:1,mlx5_bond_1:256"},
+          setup=roce_node),
     tione("rank-11-makes-the-log-name-too-long", 2, "VLA_EXP_NAME",
           env={**TIONE(nodes=12, per_node=8, rank=11), "VLA_EXP_NAME": "e" * 222}),
     tione("exp-name-one-byte-too-long-at-rank-0", 2, "VLA_EXP_NAME", env={"VLA_EXP_NAME": "e" * 223}),
@@ -215,6 +226,11 @@ EDGES = [
     settings("dataset-id-long-name", 2, "VLA_DATASET_REPO_ID", env={"VLA_DATASET_REPO_ID": f"org/{LONG}"}),
     settings("asset-id-long-name", 2, "VLA_ASSET_ID", env={"VLA_ASSET_ID": f"org/{LONG}"}),
     settings("train-config-long-name", 2, "VLA_TRAIN_CONFIG", env={"VLA_TRAIN_CONFIG": "c" * 256}),
+    # a train config openpi does not define, wherever it was set
+    settings("train-config-typo", 2, "VLA_TRAIN_CONFIG", env={"VLA_TRAIN_CONFIG": "pi05_librero"}),
+    settings("flag-train-config-typo", 2, "--train-config", argv=("check", "--train-config", "pi05_librero")),
+    settings("train-config-typo-assets", 2, "VLA_TRAIN_CONFIG", argv=("check", "--assets"),
+             env={"VLA_TRAIN_CONFIG": "pi05_librero"}, tione=False),
     settings("exp-name-256-bytes", 2, "VLA_EXP_NAME", env={"VLA_EXP_NAME": "e" * 256}),
     settings("taco-wheel-long-name", 2, "VLA_TACO_WHEEL", env={"VLA_TACO_WHEEL": f"/wheels/{LONG}.whl"}),
     settings("job-file-long-name", 2, "VLA_JOB_FILE", env={"VLA_JOB_FILE": f"/tmp/{LONG}.yaml"}),
@@ -234,19 +250,35 @@ EDGES = [
     settings("extra-args-checkpoint-dir", 2, "--checkpoint-base-dir",
              env={"VLA_EXTRA_ARGS": "--checkpoint-base-dir /elsewhere"}),
     settings("flag-extra-args-overwrite", 2, "--extra-args", argv=("check", "--extra-args", "--overwrite")),
-    # TACO wheel URLs with a malformed host or port
-    settings("taco-wheel-port-out-of-range", 2, "99999",
+    # flags that make the trainer print something and exit 0 without training
+    settings("extra-args-help", 2, "VLA_EXTRA_ARGS passes --help", env={"VLA_EXTRA_ARGS": "--help"}),
+    settings("extra-args-h", 2, "VLA_EXTRA_ARGS passes -h", env={"VLA_EXTRA_ARGS": "--seed 1 -h"}),
+    settings("extra-args-help-eq", 2, "passes --help", env={"VLA_EXTRA_ARGS": "--help=true"}),
+    settings("extra-args-tyro-completion", 2, "passes --tyro-write-completion",
+             env={"VLA_EXTRA_ARGS": "--tyro-write-completion bash /tmp/x"}),
+    settings("flag-extra-args-help", 2, "--extra-args passes --help", argv=("check", "--extra-args", "--help")),
+    # TACO wheel URLs with a malformed host or port, a scheme, a name: the error names the setting and the value
+    settings("taco-wheel-port-out-of-range", 2, "VLA_TACO_WHEEL: https://host:99999",
              env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://host:99999/x.whl"}),
-    settings("taco-wheel-port-not-a-number", 2, "host:http",
+    settings("taco-wheel-port-not-a-number", 2, "VLA_TACO_WHEEL: https://host:http",
              env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://host:http/x.whl"}),
-    settings("taco-wheel-open-ipv6", 2, "https://[::1/x.whl", env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://[::1/x.whl"}),
-    settings("taco-wheel-no-host", 2, "http://:80/x.whl",
+    settings("taco-wheel-open-ipv6", 2, "VLA_TACO_WHEEL: https://[::1/x.whl",
+             env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://[::1/x.whl"}),
+    settings("taco-wheel-no-host", 2, "VLA_TACO_WHEEL: http://:80/x.whl",
              env={"VLA_TACO": "on", "VLA_TACO_ALLOW_HTTP": "1", "VLA_TACO_WHEEL": "http://:80/x.whl"}),
-    settings("taco-wheel-bad-port-auto-warns", 0, "99999",
+    settings("taco-wheel-ftp", 2, "VLA_TACO_WHEEL: unsupported address ftp://",
+             env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "ftp://host/x.whl"}),
+    settings("taco-wheel-not-a-wheel-name", 2, "VLA_TACO_WHEEL: https://host/x.zip is not a wheel",
+             env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://host/x.zip"}),
+    settings("taco-wheel-flag-malformed", 2, "--taco-wheel: https://host:0",
+             argv=("check", "--taco-wheel", "https://host:0/x.whl"), env={"VLA_TACO": "on"}),
+    settings("taco-wheel-bad-port-auto-warns", 0, "VLA_TACO_WHEEL: https://host:99999",
              env={"VLA_TACO": "auto", "VLA_TACO_WHEEL": "https://host:99999/x.whl"}),
     # command-line slips
     settings("bad-choice", 2, "--precision", argv=("check", "--precision", "fp8")),
     settings("unknown-command", 2, "chekc", argv=("chekc",)),
+    settings("unknown-command-close", 2, "Did you mean 'check'?", argv=("chek",)),
+    settings("unknown-command-json", 2, "Did you mean 'plan'?", argv=("pln", "--json")),
     settings("missing-value", 2, "--batch-size", argv=("check", "--batch-size")),
     settings("unknown-flag", 2, "--batch-sise", argv=("check", "--batch-sise", "64")),
     settings("unknown-flag-json", 2, "--bogus", argv=("check", "--json", "--bogus")),
@@ -272,6 +304,9 @@ EDGES = [
     job("nul-character", 2, "job.yaml", setup=job_bytes(b"batch_size: 64\x00\n")),
     job("over-256-kib", 2, "job.yaml", setup=job_text("# " + "x" * 300_000 + "\n")),
     job("weights-empty-string", 2, "weights", setup=job_text("weights: ''\n")),
+    job("train-config-typo", 2, "job.yaml: train_config", setup=job_text("train_config: pi05_librero\n")),
+    job("taco-wheel-malformed", 2, "job.yaml: taco_wheel: https://h:99999", env={"VLA_TACO": "on"},
+        setup=job_text("taco_wheel: https://h:99999/x.whl\n")),
     job("extra-args-overwrite", 2, "extra_args", setup=job_text("extra_args: [--overwrite]\n")),
     job("extra-args-resume-eq", 2, "--resume", setup=job_text("extra_args: ['--resume=true']\n")),
     job("argument-over-128-kib", 2, "extra_args", setup=job_text(f"extra_args: [--note, {'a' * 140_000}]\n")),
@@ -306,12 +341,14 @@ EDGES = [
     run("run-exp-name-log-too-long", 2, "VLA_EXP_NAME", argv=("run",), env={"VLA_EXP_NAME": "r" * 230}),
     run("run-log-dir-long-name", 2, "VLA_LOG_DIR", argv=("run",), env={"VLA_LOG_DIR": f"/tmp/{LONG}"}),
     run("run-extra-args-overwrite", 2, "VLA_EXTRA_ARGS", argv=("run",), env={"VLA_EXTRA_ARGS": "--overwrite"}),
+    run("run-extra-args-help", 2, "VLA_EXTRA_ARGS passes --help", argv=("run",), env={"VLA_EXTRA_ARGS": "--help"}),
     run("run-argument-too-long", 2, "extra_args", argv=("run",),
         setup=job_text(f"extra_args: [--note, {'a' * 140_000}]\n")),
     run("run-weights-empty", 2, "VLA_WEIGHTS", argv=("run",), env={"VLA_WEIGHTS": ""}),
     run("run-taco-wheel-bad-port", 2, "https://h:0/x.whl", argv=("run",),
         env={"VLA_TACO": "on", "VLA_TACO_WHEEL": "https://h:0/x.whl"}),
     run("run-unknown-flag", 2, "--bogus", argv=("run", "--bogus")),
+    run("run-train-config-typo", 2, "VLA_TRAIN_CONFIG", argv=("run",), env={"VLA_TRAIN_CONFIG": "pi05_librero"}),
     # fetch-assets: numeric options, URLs, manifests
     fetch("timeout-nan", 2, "--timeout", "--timeout", "nan"),
     fetch("timeout-inf", 2, "--timeout", "--timeout", "inf"),

@@ -166,6 +166,8 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, list[str]]:
         kept.append(name + eq + value)
     args = parser.parse_args(kept)
     overrides = {key: val for key, val in vars(args).items() if key != "config" and val is not None}
+    if overrides.get("pytorch_weight_path") == "None":  # tyro reads the word None as None for an optional field
+        overrides["pytorch_weight_path"] = None
     config = dataclasses.replace(CONFIGS[args.config], **overrides)
     if not config.exp_name:
         parser.error("the following arguments are required: --exp-name")
