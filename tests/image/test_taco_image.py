@@ -16,6 +16,7 @@ import pytest
 from entrypoint.net.source import sha256_of
 from entrypoint.taco.summary import parse_summary
 from tests.image.conftest import CFS_IN_CONTAINER, REPO, STANDIN_BASE, run_container, tione_env
+from tests.support.files import small_text
 from tests.support.synthetic import make_assets_tree
 from tests.support.taco_wheel import CP312, build_wheel
 
@@ -170,7 +171,7 @@ def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
             container.remove(force=True)
         network.remove()
     assert codes == [0, 0], logs
-    marks = [json.loads(line) for line in (cfs / "taco-marks.jsonl").read_text().splitlines()]
+    marks = [json.loads(line) for line in small_text(cfs / "taco-marks.jsonl").splitlines()]
     # The attempt shim execs the trainer in its own process, so a rank's pid imports the prelude twice: count it once.
     ranks = list({(m["host"], m["pid"]): m for m in marks if m["rank"] is not None and m["role"] == "process"}.values())
     assert sorted(m["rank"] for m in ranks) == ["0", "1", "2", "3"], marks
@@ -190,6 +191,6 @@ def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
     assert "TACO: PARTIAL — 1 of 3 requested feature(s) applied: tf32 applied ×1" in logs[0]
     for rank in (0, 1):
         (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
-        record = json.loads(log.with_suffix(".json").read_text())
+        record = json.loads(small_text(log.with_suffix(".json")))
         assert record["taco"]["status"] == "active" and record["taco"]["plan_status"] == "baked"
         assert record["taco"]["outcome"]["verdict"] == ("partial" if rank == 0 else "on-node-0")
