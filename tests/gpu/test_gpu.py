@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.gpu.conftest import NGC_ENTRYPOINT
+from tests.support.files import small_text
 from tests.support.taco_wheel import CP312
 
 EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
@@ -24,7 +25,7 @@ def launch(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.Co
 
 def record_of(env: dict[str, str]) -> dict:
     (path,) = (Path(env["VLA_ASSETS_ROOT"]) / "logs").glob("*.json")
-    return json.loads(path.read_text())
+    return json.loads(small_text(path))
 
 
 def test_run_trains_with_nccl_in_bf16_and_writes_the_seed_layout(gpu_env):

@@ -20,6 +20,7 @@ from tests.support.synthetic import make_assets_tree
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "vla-entrypoint/openpi-standin:test"
 STANDIN_BASE = "vla-entrypoint/standin-base:latest"
+OURS = "vla-entrypoint/"  # every image the tier builds or tags is named under it
 CFS_IN_CONTAINER = "/home/tione/notebook/embodied-ai/openpi-assets"
 
 
@@ -36,9 +37,33 @@ def no_registry_left() -> Iterator[None]:
     assert not left, f"registries left behind by the tests: {', '.join(left)}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_dangling_image_left() -> Iterator[None]:
+    """Images the session leaves untagged (a stand-in rebuilt over its old tag, a stand-in TACO wheel baked again) are
+    removed when it ends, whatever the outcome; dangling images that were there before, or were another project's,
+    are left alone. The tagged stand-ins stay on purpose: the next run reuses them and their build cache (README)."""
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=300)
+        before = {image.id: image.tags for image in client.images.list()}
+    except Exception:  # no engine: the docker_client fixture fails the tests that need one, saying why
+        yield
+        return
+    yield
+    for image in client.images.list(filters={"dangling": True}):
+        tags = before.get(image.id)
+        if tags is None or (tags and all(tag.startswith(OURS) for tag in tags)):
+            try:
+                client.images.remove(image.id)
+            except docker.errors.APIError as error:  # still used by a container that outlived its test
+                print(f"\nimage tier: dangling image {image.short_id} not removed: {error}")
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def docker_client():
-    import docker
+    import docker.errors
 
     _need(shutil.which("docker") is not None, "the docker CLI is missing")
     try:

@@ -25,6 +25,7 @@ import pytest
 from entrypoint.inspect.assets import InvalidAsset, check_safetensors
 from entrypoint.inspect.openpi import CHECKPOINT_FILES
 from tests.image.conftest import CFS_IN_CONTAINER, tione_env
+from tests.support.files import small_text
 
 EXPERIMENT = "checkpoints/pi05_libero/pi05_libero_pytorch"
 SAVED = re.compile(r"Saved checkpoint at step (\d+)")
@@ -208,7 +209,7 @@ def start_two_nodes(sandbox: Sandbox, cfs: Path, **extra: str) -> tuple[Node, No
 def record_of(cfs: Path, rank: int) -> dict[str, Any]:
     """Node `rank`'s start-up record of the one run in `cfs`."""
     (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
-    return json.loads(log.with_suffix(".json").read_text())
+    return json.loads(small_text(log.with_suffix(".json")))
 
 
 def checkpoint_folders(experiment: Path) -> dict[str, Path]:

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.files import tail_text
+
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY_BIN = REPO / ".work" / "tools" / "bin" / "docker-registry"
 CERTS_D = Path("/etc/docker/certs.d")
@@ -140,7 +142,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, cert: Path, log: Path, 
             return True
         except OSError:
             time.sleep(0.02)
-    raise RegistryUnavailable(f"registry at {url} not ready after {timeout:.0f} s; log: {log.read_text()[-2000:]}")
+    raise RegistryUnavailable(f"registry at {url} not ready after {timeout:.0f} s; log: {tail_text(log)}")
 
 
 def _die_with_parent() -> None:
@@ -209,4 +211,4 @@ def running_registry(
         finally:
             _stop(proc)
             shutil.rmtree(trust, ignore_errors=True)
-    raise RegistryUnavailable(f"registry did not start in {attempts} attempts; last log: {log.read_text()[-2000:]}")
+    raise RegistryUnavailable(f"registry did not start in {attempts} attempts; last log: {tail_text(log)}")

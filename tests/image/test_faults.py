@@ -53,12 +53,14 @@ def sandbox(docker_client, built_image) -> Iterator[Sandbox]:
         yield box
 
 
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()  # read in chunks: memory stays bounded
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """Every file under `root` by relative path, with its sha256 (folders as 'dir')."""
-    return {
-        str(p.relative_to(root)): ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
-        for p in sorted(root.rglob("*"))
-    }
+    return {str(p.relative_to(root)): ("dir" if p.is_dir() else _sha256(p)) for p in sorted(root.rglob("*"))}
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:

@@ -25,6 +25,7 @@ import docker.errors
 import pytest
 
 from tests.image.registry import Registry, free_port, running_registry
+from tests.support.files import small_text
 
 pytestmark = pytest.mark.image
 
@@ -101,7 +102,7 @@ def assert_secret_absent(secret: str, argv: list[str], done: subprocess.Complete
     assert secret not in " ".join(argv)
     assert secret not in done.stdout and secret not in done.stderr
     for config in (home / ".docker" / "config.json", Path.home() / ".docker" / "config.json"):
-        assert not config.exists() or secret not in config.read_text()
+        assert not config.exists() or secret not in small_text(config)
     assert not (home / ".docker").exists()
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from tests.image.conftest import REPO, tione_env
 from tests.image.containers import Sandbox
+from tests.support.files import holding, small_text
 
 pytestmark = pytest.mark.image
 
@@ -30,13 +31,12 @@ def sandbox(docker_client, built_image) -> Iterator[Sandbox]:
         yield box
 
 
-def files_text(root: Path) -> dict[str, str]:
-    """Every file under `root` (node logs, start-up records, error files, NCCL logs), by relative path."""
-    return {
-        str(p.relative_to(root)): p.read_bytes().decode("utf-8", "replace")
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
+def leaked_into_files(root: Path, secrets: list[str]) -> dict[str, list[str]]:
+    """Files under `root` (node logs, start-up records, error files, NCCL logs) that hold any of `secrets`, by
+    relative path, scanned in bounded chunks."""
+    needles = [secret.encode() for secret in secrets]
+    found = {str(p.relative_to(root)): holding(p, needles) for p in sorted(root.rglob("*")) if p.is_file()}
+    return {where: sorted(hit.decode() for hit in hits) for where, hits in found.items() if hits}
 
 
 def test_planted_secrets_never_reach_logs_records_or_plan(sandbox, cfs):
@@ -72,14 +72,15 @@ def test_planted_secrets_never_reach_logs_records_or_plan(sandbox, cfs):
     for args, node in inspections.items():
         assert node.exit(60) == 0, node.output[-3000:]
         outputs[f"{args} stdout"], outputs[f"{args} stderr"] = node.stdout(), node.stderr()
-    outputs.update({f"logs/{name}": text for name, text in files_text(cfs / "logs").items()})
-    print(f"\nsearched for {len(planted)} planted secrets in: {', '.join(sorted(outputs))}")
+    logs = sorted(str(p.relative_to(cfs)) for p in (cfs / "logs").rglob("*") if p.is_file())
+    print(f"\nsearched for {len(planted)} planted secrets in: {', '.join(sorted(outputs) + logs)}")
     leaks = {where: [s for s in planted if s in text] for where, text in outputs.items()}
+    leaks.update({f"logs/{where}": found for where, found in leaked_into_files(cfs / "logs", planted).items()})
     assert not {where: found for where, found in leaks.items() if found}
 
     plan = json.loads(outputs["plan --json stdout"])
     (log,) = (cfs / "logs").glob("pi05_libero_pytorch-node0-*.log")
-    record = json.loads(log.with_suffix(".json").read_text())
+    record = json.loads(small_text(log.with_suffix(".json")))
     for data in (plan, record["plan"]):
         assert data["env"]["set"]["WANDB_API_KEY"] == "***"
         assert data["settings"]["values"]["env"] == {"WANDB_API_KEY": "***"}

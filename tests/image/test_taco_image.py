@@ -5,40 +5,49 @@ features on every rank and prints rank 0's summary in node 0's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from entrypoint.net.source import sha256_of
 from entrypoint.taco.summary import parse_summary
 from tests.image.conftest import CFS_IN_CONTAINER, REPO, STANDIN_BASE, run_container, tione_env
+from tests.support.files import small_text
 from tests.support.synthetic import make_assets_tree
 from tests.support.taco_wheel import CP312, build_wheel
 
 pytestmark = pytest.mark.image
 TACO_IMAGE = "vla-entrypoint/openpi-taco-standin:test"
+WHEEL_IMAGE = "vla-entrypoint/taco-wheel-standin:test"  # docker-bake.hcl's taco-wheel-standin target
 
 
 def bake_taco(wheel_dir: Path) -> subprocess.CompletedProcess[str]:
     """Bake openpi-taco-standin with the wheel folder `wheel_dir`: first `taco-wheel-standin` (the folder as a local
-    image, since Docker 20.10's BuildKit has no named contexts), then the image. Output of both, in order."""
-    env = {**os.environ, "TACO_WHEEL_DIR": str(wheel_dir)}
+    image, since Docker 20.10's BuildKit has no named contexts), then the image. Output of both, in order. buildx
+    writes an inline Dockerfile into a `dockerfile*` folder of its TMPDIR and leaves it there: that TMPDIR is a
+    folder of our own, removed afterwards."""
     outputs = []
-    for target in ("taco-wheel-standin", "openpi-taco-standin"):
-        result = subprocess.run(
-            ["docker", "buildx", "bake", "--progress", "plain", target],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        outputs.append(result.stdout + result.stderr)
-        if result.returncode != 0:
-            break
+    with tempfile.TemporaryDirectory(prefix="vla-bake-") as scratch:
+        env = {**os.environ, "TACO_WHEEL_DIR": str(wheel_dir), "TMPDIR": scratch}
+        for target in ("taco-wheel-standin", "openpi-taco-standin"):
+            result = subprocess.run(
+                ["docker", "buildx", "bake", "--progress", "plain", target],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            outputs.append(result.stdout + result.stderr)
+            if result.returncode != 0:
+                break
     return subprocess.CompletedProcess(result.args, result.returncode, "".join(outputs), "")
 
 
@@ -60,15 +69,21 @@ def standin_tag(docker_client, built_image) -> str:
 
 
 @pytest.fixture(scope="module")
-def taco_image(tmp_path_factory, standin_tag) -> tuple[str, Path, str]:
+def taco_image(docker_client, tmp_path_factory, standin_tag) -> Iterator[tuple[str, Path, str]]:
     """(image, wheel, build output): openpi-taco-standin baked with a stand-in wheel for the stand-in's Python (a fresh
-    version each run, so the step runs instead of coming from the build cache)."""
-    wheel = build_wheel(
-        tmp_path_factory.mktemp("taco-context"), standin_tag, version=f"0.1.0+standin.{uuid.uuid4().hex[:8]}"
-    )
-    result = bake_taco(wheel.parent)
-    assert result.returncode == 0, result.stdout
-    return TACO_IMAGE, wheel, result.stdout
+    version each run, so the step runs instead of coming from the build cache). Both stand-in TACO images are
+    removed when the module ends, whatever its outcome: no run reuses them."""
+    try:
+        wheel = build_wheel(
+            tmp_path_factory.mktemp("taco-context"), standin_tag, version=f"0.1.0+standin.{uuid.uuid4().hex[:8]}"
+        )
+        result = bake_taco(wheel.parent)
+        assert result.returncode == 0, result.stdout
+        yield TACO_IMAGE, wheel, result.stdout
+    finally:
+        for ref in (TACO_IMAGE, WHEEL_IMAGE):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                docker_client.images.remove(ref)
 
 
 def test_the_wheel_is_baked_with_its_record_and_no_cache(docker_client, taco_image):
@@ -170,7 +185,7 @@ def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
             container.remove(force=True)
         network.remove()
     assert codes == [0, 0], logs
-    marks = [json.loads(line) for line in (cfs / "taco-marks.jsonl").read_text().splitlines()]
+    marks = [json.loads(line) for line in small_text(cfs / "taco-marks.jsonl").splitlines()]
     # The attempt shim execs the trainer in its own process, so a rank's pid imports the prelude twice: count it once.
     ranks = list({(m["host"], m["pid"]): m for m in marks if m["rank"] is not None and m["role"] == "process"}.values())
     assert sorted(m["rank"] for m in ranks) == ["0", "1", "2", "3"], marks
@@ -190,6 +205,6 @@ def test_two_node_job_with_taco(docker_client, taco_image, tmp_path):
     assert "TACO: PARTIAL — 1 of 3 requested feature(s) applied: tf32 applied ×1" in logs[0]
     for rank in (0, 1):
         (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")
-        record = json.loads(log.with_suffix(".json").read_text())
+        record = json.loads(small_text(log.with_suffix(".json")))
         assert record["taco"]["status"] == "active" and record["taco"]["plan_status"] == "baked"
         assert record["taco"]["outcome"]["verdict"] == ("partial" if rank == 0 else "on-node-0")

@@ -4,7 +4,8 @@ everything a user would notice.
 Each `Edge` says what the user did (argv, variables, files planted in the world) and what they must see: the exit
 code, the culprit named outside PASS lines, a fix in English and Chinese, no traceback, nothing on disk changed by
 `check`/`plan`, an answer within `limit_s` (a hang fails the case instead of stalling the suite), and no planted
-secret anywhere in stdout, stderr, logs or records.
+secret anywhere in stdout, stderr, logs or records. Files are scanned in bounded chunks (`tests/support/files.py`):
+a world holds sparse weights the size of the real ones.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+
+from tests.support.files import file_states, holding, written_since
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 READ_ONLY_COMMANDS = ("check", "plan")
@@ -57,6 +60,7 @@ class Outcome:
     out: str
     err: str
     seconds: float
+    written: tuple[Path, ...] = ()  # regular files under the world the command created or changed (`check_edge`)
 
     @property
     def text(self) -> str:
@@ -99,14 +103,16 @@ def without_passes(text: str) -> str:
     return "\n".join(kept)
 
 
-def files_text(root: Path) -> str:
-    """Every log, record and stacks file the launcher wrote under `root`, for the secrets check."""
-    texts = []
-    for path in root.rglob("*"):
-        wanted = path.suffix in (".log", ".json", ".txt") and "logs" in path.parts
-        if wanted and path.is_file() and not path.is_symlink():
-            texts.append(path.read_text(errors="replace"))
-    return "\n".join(texts)
+def logs_and_records(root: Path) -> list[Path]:
+    """Every log, record and stacks file under a `logs` folder of `root`, for the secrets check."""
+    return [
+        path
+        for path in root.rglob("*")
+        if path.suffix in (".log", ".json", ".txt")
+        and "logs" in path.parts
+        and path.is_file()
+        and not path.is_symlink()
+    ]
 
 
 def check_edge(world: WorldLike, edge: Edge, base_env: Mapping[str, str]) -> Outcome:
@@ -114,6 +120,7 @@ def check_edge(world: WorldLike, edge: Edge, base_env: Mapping[str, str]) -> Out
     if edge.setup is not None:
         edge.setup(world)
     before = world.snapshot() if edge.argv[0] in READ_ONLY_COMMANDS else None
+    states = file_states(world.root)
     outcome = run_cli(world, edge.argv, {**base_env, **edge.env}, edge.limit_s)
     shown = outcome.text
     assert outcome.code != -1, f"{edge.id}: hung ({outcome.err})\n{outcome.out[-2000:]}"
@@ -126,8 +133,9 @@ def check_edge(world: WorldLike, edge: Edge, base_env: Mapping[str, str]) -> Out
         assert "WARN" in without_passes(shown), f"{edge.id}: exit 0 without a warning\n{shown[-3000:]}"
     if before is not None:
         assert world.snapshot() == before, f"{edge.id}: {edge.argv[0]} changed something on disk"
-    written = files_text(world.root)
     for secret in edge.secrets:
         assert secret not in shown, f"{edge.id}: secret printed"
-        assert secret not in written, f"{edge.id}: secret written to a log or record"
-    return outcome
+    needles = [secret.encode() for secret in edge.secrets]
+    for path in logs_and_records(world.root):
+        assert not holding(path, needles), f"{edge.id}: secret written to a log or record ({path})"
+    return replace(outcome, written=tuple(written_since(states, world.root)))

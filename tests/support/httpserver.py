@@ -7,8 +7,9 @@ path, Range, If-Range, status, body bytes sent), and `.behave(...)` changes the 
   request with the whole file (200), like a server without range support;
 - `drop_after`, `drops`: cut the connection after `drop_after` body bytes, for the next `drops` responses (-1: all)
   that are not one-byte probes (`Range: bytes=0-0`);
-- `budget`: body bytes the server will still send in all; once spent every response is cut short (an interruption
-  that outlasts the client's retries);
+- `cut_at`: a file offset no response goes past: each one is cut short there, so the bytes before it are served and
+  none after, whatever order parallel range requests arrive in (an interruption at a fixed place in the file that
+  outlasts the client's retries);
 - `corrupt`: flip every 4099th byte of the file (at the same offsets whatever the range), a server with a bad copy;
 - `rate`: bytes per second per response (paced), like an object store's per-connection limit;
 - `status`: `{path: code}` answers those paths with that error.
@@ -18,6 +19,8 @@ path, Range, If-Range, status, body bytes sent), and `.behave(...)` changes the 
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import threading
 import time
 import urllib.parse
@@ -35,7 +38,7 @@ class Behaviour:
     ranges: bool = True
     drop_after: int = 0
     drops: int = 0
-    budget: int | None = None
+    cut_at: int | None = None
     corrupt: bool = False
     status: dict[str, int] = field(default_factory=dict)
     rate: float | None = None
@@ -87,16 +90,7 @@ class FileServer:
             drop = b.drops != 0 and b.drop_after >= 0 and asked != "bytes=0-0"
             if drop and b.drops > 0:
                 b.drops -= 1
-            return Behaviour(b.ranges, b.drop_after, b.drops, b.budget, b.corrupt, dict(b.status), b.rate), drop
-
-    def spend(self, wanted: int) -> int:
-        """How many of `wanted` bytes the budget still allows (and spend them)."""
-        with self.lock:
-            if self.behaviour.budget is None:
-                return wanted
-            allowed = max(0, min(wanted, self.behaviour.budget))
-            self.behaviour.budget -= allowed
-            return allowed
+            return dataclasses.replace(b, status=dict(b.status)), drop
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -154,7 +148,8 @@ class _Handler(BaseHTTPRequestHandler):
         count = end - start
         if drop:
             count = min(count, behaviour.drop_after)
-        count = state.spend(count)
+        if behaviour.cut_at is not None:
+            count = min(count, max(0, behaviour.cut_at - start))
         try:
             self._send_body(target, record, start, count, behaviour.corrupt, behaviour.rate)
         except (BrokenPipeError, ConnectionResetError):  # the client hung up (a one-byte probe, a stopped download)
@@ -228,14 +223,17 @@ def serve_directory(root: Path) -> Iterator[str]:
         yield server.url
 
 
-def closed_port_url(path: str = "/file") -> str:
-    """A URL on 127.0.0.1 where nothing listens (connection refused), for 'unreachable' cases."""
-    import socket
+_REFUSING: list[socket.socket] = []  # the bound, never listening socket behind `closed_port_url`, for the process
 
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        port = probe_socket.getsockname()[1]
-    return f"http://127.0.0.1:{port}{path}"
+
+def closed_port_url(path: str = "/file") -> str:
+    """A URL on 127.0.0.1 where nothing listens (connection refused), for 'unreachable' cases. The port stays bound
+    by this process, never listening, until it exits: a server of a test running beside this one cannot take it."""
+    if not _REFUSING:
+        refusing = socket.socket()
+        refusing.bind(("127.0.0.1", 0))
+        _REFUSING.append(refusing)
+    return f"http://127.0.0.1:{_REFUSING[0].getsockname()[1]}{path}"
 
 
 __all__ = ["Behaviour", "FileServer", "Request", "closed_port_url", "serve", "serve_directory"]

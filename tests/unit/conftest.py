@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,7 @@ class World:
         out, err = io.StringIO(), io.StringIO()
         with (
             mock.patch.dict(os.environ, full, clear=True),
+            mock.patch.object(tempfile, "tempdir", None),  # the temp dir comes from this call's TMPDIR, then back
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):
@@ -117,10 +119,12 @@ class World:
         )
 
     def snapshot(self) -> dict[str, tuple[int, int]]:
-        """Every path under the world (but the HOME cache) with size and mtime, to prove nothing changed."""
+        """Every path under the world (but the HOME cache) with size and mtime, to prove nothing changed. The TMPDIR
+        folder's own time is left out: Python's `tempfile` proves the folder writable with a file it removes at
+        once; what stays inside it counts."""
         state = {}
         for path in sorted(self.root.rglob("*")):
-            if "home" in path.relative_to(self.root).parts[:1]:
+            if "home" in path.relative_to(self.root).parts[:1] or path == self.root / "tmp":
                 continue
             try:
                 stat = path.lstat()
@@ -132,16 +136,20 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> World:
-    """A complete, valid single-node world with 8 GPUs, an ordinary VM network (no RDMA) and the seed's assets."""
+    """A complete, valid single-node world with 8 GPUs, an ordinary VM network (no RDMA) and the seed's assets. Its
+    own HOME and TMPDIR keep what the launcher writes there (TACO's default prefix, caches) inside the world: tests
+    running side by side share nothing, and nothing is left in the machine's /tmp."""
     w = World(tmp_path)
     plain_vm(w.host)
     make_assets_tree(w.assets)
     make_openpi_tree(w.openpi)
     w.gpus(8)
     (tmp_path / "home").mkdir()
+    (tmp_path / "tmp").mkdir()
     w.env = {
         "PATH": f"{FAKE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "HOME": str(tmp_path / "home"),
+        "TMPDIR": str(tmp_path / "tmp"),
         "LANG": "C.UTF-8",
         "VLA_HOST_ROOT": str(w.host),
         "VLA_ASSETS_ROOT": str(w.assets),

@@ -17,6 +17,7 @@ import pytest
 from entrypoint.launch.attempt import AttemptArgs, DecidedBy, attempt_port, decide, shared_decision
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.restarts import Attempts, Verdict
+from tests.support.files import small_text
 from tests.support.synthetic import make_checkpoint
 
 TRAINER = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'pid': os.getpid(), "
@@ -59,7 +60,7 @@ def test_first_attempt_runs_the_planned_arguments_in_the_same_process(tmp_path):
     code, seen, facts = attempt(tmp_path, 0)
     assert code == 0 and seen is not None
     assert "--no-resume" in seen["argv"] and seen["port"] == "29500" and seen["agent_store"] is None
-    recorded = json.loads((facts / "0.json").read_text())
+    recorded = json.loads(small_text(facts / "0.json"))
     assert recorded["pid"] == seen["pid"]  # exec: torchrun's worker pid is the trainer's
     assert recorded["ranks"] == [0, 1] and recorded["resume"] is None
 
@@ -72,7 +73,7 @@ def test_a_restart_resumes_from_the_newest_complete_checkpoint(tmp_path):
     assert code == 0 and seen is not None
     assert "--resume" in seen["argv"] and "--no-resume" not in seen["argv"] and "--overwrite" not in seen["argv"]
     assert seen["port"] == str(attempt_port(29500, 2)) == "29503" and seen["agent_store"] == "False"
-    assert json.loads((facts / "2.json").read_text())["resume"]["step"] == 25
+    assert json.loads(small_text(facts / "2.json"))["resume"]["step"] == 25
     assert not (exp / "50").exists() and any(p.name.startswith("50.incomplete-") for p in exp.iterdir())
 
 
@@ -86,7 +87,7 @@ def test_a_restart_after_the_last_save_trains_nothing(tmp_path):
     make_checkpoint(tmp_path / "ckpt/pi05_libero/exp", 100)
     code, seen, facts = attempt(tmp_path, 1)
     assert (code, seen) == (0, None)
-    assert json.loads((facts / "1.json").read_text())["resume"]["action"] == "finished"
+    assert json.loads(small_text(facts / "1.json"))["resume"]["action"] == "finished"
 
 
 def test_the_store_port_stays_a_port():

@@ -14,6 +14,7 @@ import pytest
 from scripts.benchlib import machine
 from scripts.benchlib import markdown as md
 from scripts.benchlib.stats import summarize
+from tests.support.files import small_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,7 +62,7 @@ def test_quick_run_without_docker(tmp_path: Path) -> None:
         env={**os.environ, "PYTHON": sys.executable},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = out.read_text()
+    text = small_text(out)
     assert md.sections_in(text) == ["intro", "machine", "startup", "assets", "taco", "gpu"]
     assert "## GPU\n\nkept" in text
     for row in ("(a) ours", "(b) seed", "(c) floor", "pip install of the wheel", "phase: plan", "floor: `find TREE"):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.files import small_text
 from tests.support.synthetic import make_checkpoint
 
 
@@ -118,7 +119,7 @@ def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
     }
     result = world.cli("run", env=env)
     assert result.code == 0, result.text
-    seen = json.loads(record.read_text())
+    seen = json.loads(small_text(record))
     assert seen["cwd"] == str(world.openpi)
     assert seen["argv"][:10] == [
         "--nnodes",
@@ -139,8 +140,8 @@ def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
     out = result.out
     assert out.index("health check summary: PASS") < out.index("start command:") < out.index("step=0 loss=1.6075")
     logs = sorted((world.assets / "logs").glob("pi05_libero_pytorch-node0-*.log"))
-    assert len(logs) == 1 and "step=10 loss=0.9000" in logs[0].read_text()
-    startup = json.loads(logs[0].with_suffix(".json").read_text())
+    assert len(logs) == 1 and "step=10 loss=0.9000" in small_text(logs[0])
+    startup = json.loads(small_text(logs[0].with_suffix(".json")))
     assert startup["outcome"] == {"exit_code": 0, "class": "succeeded", "signal": None, "root_cause": None}
     assert startup["progress"]["last_step"] == 10 and startup["progress"]["last_loss"] == 0.9
     assert startup["progress"]["checkpoints_saved"] == [{"step": 25, "path": "/ckpt/25"}]
@@ -151,7 +152,7 @@ def test_run_end_to_end_with_stand_in_torchrun(world, tmp_path):
 def test_run_returns_the_training_exit_code_and_root_cause(world):
     result = world.cli("run", env={"FAKE_TORCHRUN_EXIT": "7", "FAKE_TORCHRUN_TRACEBACK": "1"})
     assert result.code == 7
-    outcome = json.loads(next((world.assets / "logs").glob("*.json")).read_text())["outcome"]
+    outcome = json.loads(small_text(next((world.assets / "logs").glob("*.json"))))["outcome"]
     assert outcome["class"] == "training-crashed"
     assert outcome["root_cause"] == "ValueError: batch_size=0 on rank 3"
     assert "root cause: ValueError: batch_size=0 on rank 3" in result.out
@@ -195,7 +196,7 @@ def test_sigterm_is_forwarded_and_exit_code_is_143(world, tmp_path, ignore_term)
     assert proc.wait(timeout=30) == 143
     assert "received SIGTERM" in rest
     assert ("grace period over" in rest) == (ignore_term == "1")
-    startup = json.loads(next((world.assets / "logs").glob("*.json")).read_text())
+    startup = json.loads(small_text(next((world.assets / "logs").glob("*.json"))))
     assert startup["outcome"]["class"] == "killed" and startup["outcome"]["signal"] == signal.SIGTERM
 
 
@@ -227,7 +228,7 @@ def test_preflight_runs_torchrun_without_the_runs_own_files(world, tmp_path):
     record = tmp_path / "torchrun.json"
     result = world.cli("preflight", "--json", env={"FAKE_TORCHRUN_RECORD": str(record)})
     assert result.code == 3 and json.loads(result.out)["status"] == "error"  # the stand-in writes no result
-    seen = json.loads(record.read_text())
+    seen = json.loads(small_text(record))
     assert seen["argv"][seen["argv"].index("--master_port") + 1] == "29501"  # next to training's port
     worker = seen["argv"].index("entrypoint.launch.preflight_worker")
     assert seen["argv"][worker - 1] == "-m"
@@ -360,7 +361,7 @@ def test_a_torchrun_that_cannot_start_at_run_time_is_reported_not_raised(world, 
     assert result.code == 3 and "Traceback" not in result.text
     assert "torchrun could not be started: Permission denied; nothing ran" in result.out
     assert "无法启动" in result.out and "vla-entrypoint check" in result.out
-    record = json.loads(next((world.assets / "logs").glob("*.json")).read_text())
+    record = json.loads(small_text(next((world.assets / "logs").glob("*.json"))))
     assert record["outcome"] == {"exit_code": 3, "class": "preflight-failed"}
 
 

@@ -23,6 +23,7 @@ from entrypoint.core.settings import load_settings
 from entrypoint.launch.record import StartupRecord
 from entrypoint.plan import node_files
 from tests.support.edges import Edge, WorldLike, check_edge
+from tests.support.files import small_text
 from tests.support.httpserver import FileServer, serve
 from tests.support.synthetic import make_checkpoint
 from tests.unit.conftest import World
@@ -100,11 +101,11 @@ def test_two_runs_of_one_node_at_once_keep_their_own_files(world: World) -> None
     outputs = together(world, 2, ("run",), world.tione(nodes=2, per_node=8, rank=0))
     found = records(world)
     assert len(found) == 2, [p.name for p in found]  # both records, whether or not the runs chose one name
-    written = [json.loads(p.read_text()) for p in found]
+    written = [json.loads(small_text(p)) for p in found]
     assert len({w["pid"] for w in written}) == 2
     assert all(w["outcome"]["exit_code"] == 0 for w in written)
     logs = {Path(w["log"]) for w in written}
-    ended = sum(log.read_text().count("training ended with exit code 0") for log in logs)
+    ended = sum(small_text(log).count("training ended with exit code 0") for log in logs)
     assert ended == 2  # no run's lines were lost, in one shared log or in two
     for out in outputs:
         assert "start-up record" in out
@@ -120,11 +121,11 @@ def test_a_run_in_the_second_of_an_earlier_one_writes_beside_it(world: World) ->
         for suffix in (".log", ".json"):
             path = logs / f"{EXP}-node0-{stamp}{suffix}"
             path.write_text(f"earlier run {stamp}\n")
-            earlier[path] = path.read_text()
+            earlier[path] = small_text(path)
     (out,) = together(world, 1, ("run",), world.tione(nodes=2, per_node=8, rank=0))
-    assert {path: path.read_text() for path in earlier} == earlier
+    assert {path: small_text(path) for path in earlier} == earlier
     (record,) = (p for p in records(world) if p not in earlier)
-    assert record.stem.endswith("-2") and json.loads(record.read_text())["log"] == str(record.with_suffix(".log"))
+    assert record.stem.endswith("-2") and json.loads(small_text(record))["log"] == str(record.with_suffix(".log"))
     assert f"start-up record {record}" in out
 
 
@@ -164,8 +165,8 @@ def test_a_record_claims_its_file_and_a_second_writes_beside_it(tmp_path: Path) 
     assert first.path == path and second.path == tmp_path / f"exp-node0-stamp-{os.getpid()}.json"
     first.data["who"] = "first, again"
     first.write()  # later writes replace this run's own record
-    assert json.loads(path.read_text())["who"] == "first, again"
-    assert json.loads(second.path.read_text())["who"] == "second"
+    assert json.loads(small_text(path))["who"] == "first, again"
+    assert json.loads(small_text(second.path))["who"] == "second"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, second.path.name])  # no temp files
 
 
@@ -174,8 +175,8 @@ def test_a_record_of_an_earlier_run_is_never_replaced(tmp_path: Path) -> None:
     path.write_text('{"from": "an earlier run"}\n')
     record = StartupRecord(path)
     record.write()
-    assert json.loads(path.read_text()) == {"from": "an earlier run"} and record.path != path
-    assert json.loads(record.path.read_text())["pid"] == os.getpid()
+    assert json.loads(small_text(path)) == {"from": "an earlier run"} and record.path != path
+    assert json.loads(small_text(record.path))["pid"] == os.getpid()
 
 
 def test_a_record_on_storage_without_hard_links_is_still_written(tmp_path: Path) -> None:
@@ -183,7 +184,7 @@ def test_a_record_on_storage_without_hard_links_is_still_written(tmp_path: Path)
     record = StartupRecord(path)
     with mock.patch("entrypoint.launch.record.os.link", side_effect=PermissionError(1, "Operation not permitted")):
         record.write()
-    assert record.path == path and json.loads(path.read_text())["pid"] == os.getpid()
+    assert record.path == path and json.loads(small_text(path))["pid"] == os.getpid()
 
 
 def test_a_record_that_cannot_be_written_stays_quiet(tmp_path: Path) -> None:
@@ -206,7 +207,7 @@ def test_overwrite_on_two_nodes_at_once_moves_the_old_experiment_aside_once(worl
     (code0, out0), (code1, out1) = node0.finish(), node1.finish()
     assert (code0, code1) == (0, 0), (out0[-2000:], out1[-2000:])
     moved = sorted(world.experiment.parent.glob(f"{world.experiment.name}.old-*"))
-    assert len(moved) == 1 and (moved[0] / "old-run.txt").read_text() == "the old run"
+    assert len(moved) == 1 and small_text(moved[0] / "old-run.txt") == "the old run"
     assert sorted(p.name for p in moved[0].iterdir()) == ["2", "4", "old-run.txt"]
     assert "moved " in out0 and "moved " not in out1  # node 0 only
     assert not world.experiment.exists() or not any(world.experiment.iterdir())

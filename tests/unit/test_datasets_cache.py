@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.files import small_text
 from tests.unit.conftest import FAKE_BIN, World
 
 CACHE = "HF_DATASETS_CACHE"
@@ -52,7 +53,7 @@ def test_the_trainer_gets_the_node_folder(world, tmp_path):
     path = os.pathsep.join([str(FAKE_BIN), str(Path(sys.executable).parent), world.env["PATH"]])
     ran = world.cli("run", env={"PATH": path, "FAKE_TORCHRUN_RECORD": str(saw)}, drop=(CACHE,))
     assert ran.code == 0, ran.text
-    assert json.loads(saw.read_text())["env"][CACHE] == str(node_folder(world, 0))
+    assert json.loads(small_text(saw))["env"][CACHE] == str(node_folder(world, 0))
 
 
 def test_a_cache_set_by_the_platform_is_kept_and_checked(world):

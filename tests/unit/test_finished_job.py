@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.edges import run_cli
+from tests.support.files import small_text
 from tests.support.synthetic import make_checkpoint
 from tests.unit.conftest import World
 
@@ -42,7 +43,7 @@ def two_nodes(world: World, rank: int, record: Path) -> dict[str, str]:
 
 def startup_record(world: World, rank: int) -> dict[str, object]:
     (path,) = (world.assets / "logs").glob(f"*-node{rank}-*.json")
-    record: dict[str, object] = json.loads(path.read_text())
+    record: dict[str, object] = json.loads(small_text(path))
     return record
 
 
@@ -71,7 +72,7 @@ def test_overwrite_starts_a_finished_job_again(world: World, tmp_path: Path) -> 
     record = tmp_path / "torchrun-saw.json"
     ran = run_cli(world, ("run",), {"VLA_OVERWRITE": "1", "FAKE_TORCHRUN_RECORD": str(record)}, LIMIT_S)
     assert ran.code == 0, ran.text
-    assert record.exists() and "--resume" not in json.loads(record.read_text())["argv"]
+    assert record.exists() and "--resume" not in json.loads(small_text(record))["argv"]
     (old,) = [p for p in world.experiment.parent.iterdir() if p.name.startswith("pi05_libero_pytorch.old-")]
     assert (old / "50" / "model.safetensors").is_file()
     assert "already trained" not in ran.out
@@ -83,7 +84,7 @@ def test_raising_num_train_steps_resumes_a_finished_job(world: World, tmp_path: 
     record = tmp_path / "torchrun-saw.json"
     ran = run_cli(world, ("run",), {"VLA_NUM_TRAIN_STEPS": "100", "FAKE_TORCHRUN_RECORD": str(record)}, LIMIT_S)
     assert ran.code == 0, ran.text
-    assert "--resume" in json.loads(record.read_text())["argv"]
+    assert "--resume" in json.loads(small_text(record))["argv"]
 
 
 @pytest.mark.parametrize("command", ["check", "plan"])

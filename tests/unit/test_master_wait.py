@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.files import small_text
 from tests.unit.conftest import FAKE_BIN, World
 
 pytestmark = pytest.mark.timeout(90)
@@ -122,7 +123,7 @@ class Node:
 
     def record(self) -> dict:
         (path,) = (p for p in (self.world.assets / "logs").glob(f"*-node{self.rank}-*.json") if ".error" not in p.name)
-        return json.loads(path.read_text())
+        return json.loads(small_text(path))
 
 
 def fail_lines(out: str) -> list[str]:

@@ -19,6 +19,7 @@ import pytest
 
 from entrypoint.core.masking import mask_argv
 from entrypoint.taco.bake import bake
+from tests.support.files import small_text
 from tests.support.taco_wheel import build_wheel
 from tests.unit.conftest import FAKE_BIN, World
 
@@ -48,9 +49,9 @@ def plan_then_run(world: World, tmp_path: Path, env: dict[str, str]) -> tuple[di
     plan = json.loads(planned.out)
     ran = world.cli("run", env=env)
     assert ran.code == 0, ran.text
-    seen = json.loads((tmp_path / "torchrun-saw.json").read_text())
+    seen = json.loads(small_text(tmp_path / "torchrun-saw.json"))
     (record,) = (world.assets / "logs").glob(f"*-node{plan['topology']['node_rank']}-*.json")
-    run_stamp = json.loads(record.read_text())["plan"]["launch"]["stamp"]
+    run_stamp = json.loads(small_text(record))["plan"]["launch"]["stamp"]
     return templated(plan, plan["launch"]["stamp"]), templated(seen, run_stamp), {**world.env, **env}
 
 
@@ -197,7 +198,7 @@ def test_an_unusable_log_folder_is_decided_in_the_plan(world, tmp_path):
     assert "not a folder" in launch["log_problem"] and "TORCHELASTIC_ERROR_FILE" not in plan["env"]["set"]
     ran = world.cli("run", env=env)
     assert ran.code == 0 and "cannot write the node log" in ran.out
-    saw = json.loads((tmp_path / "saw.json").read_text())["env"]
+    saw = json.loads(small_text(tmp_path / "saw.json"))["env"]
     assert "TORCHELASTIC_ERROR_FILE" not in saw and "NCCL_DEBUG" not in saw
 
 
@@ -228,7 +229,7 @@ def imported(world: World, tmp_path: Path, command: list[str]) -> dict:
         env={**world.env, "PYTHONPATH": str(REPO)},
         check=True,
     )
-    return json.loads(out.read_text())
+    return json.loads(small_text(out))
 
 
 @pytest.mark.parametrize("command", [["check", "--json"], ["plan", "--json"], ["check"], ["run"]], ids=" ".join)

@@ -14,6 +14,7 @@ import pytest
 
 from entrypoint.launch.progress import Progress
 from tests.support.edges import run_cli
+from tests.support.files import small_text
 from tests.support.synthetic import make_checkpoint
 from tests.unit.conftest import World
 
@@ -44,7 +45,7 @@ def run_printing(world: World, bin_dir: Path, output: str, **env: str) -> tuple[
     ran = run_cli(world, ("run",), full, LIMIT_S)
     assert ran.code == 0, ran.text
     (record,) = (world.assets / "logs").glob("*.json")
-    progress: dict[str, object] = json.loads(record.read_text())["progress"]
+    progress: dict[str, object] = json.loads(small_text(record))["progress"]
     return ran.out, progress
 
 

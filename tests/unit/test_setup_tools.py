@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.files import small_bytes, small_text
+
 REPO = Path(__file__).resolve().parents[2]
 SEP = "\x1f"
 SERVICE_TOOLS = (
@@ -139,11 +141,11 @@ class Machine:
         return self.root / "state"
 
     def installed(self) -> list[str]:
-        return (self.state / "installed").read_text().split()
+        return small_text(self.state / "installed").split()
 
     def calls(self) -> list[Call]:
         path = self.state / "calls"
-        lines = path.read_text().splitlines() if path.exists() else []
+        lines = small_text(path).splitlines() if path.exists() else []
         return [Call(line.split(SEP)[0], line.split(SEP)[1:]) for line in lines]
 
     def run(self, *args: str, uid: int = 0) -> subprocess.CompletedProcess[str]:
@@ -212,7 +214,7 @@ def test_demo_on_a_bare_machine_installs_nothing_registry_related(machine: Machi
     assert apt_actions(calls, "download") == [["docker-buildx"]]
     assert (
         f"sources{SEP}deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {MIRROR} trixie main"
-        in (machine.state / "calls").read_text()
+        in small_text(machine.state / "calls")
     )
     assert_host_untouched_by_services(machine)
     for word in (*REGISTRY_WORDS, "docker-compose"):
@@ -226,7 +228,7 @@ def test_demo_on_a_bare_machine_installs_nothing_registry_related(machine: Machi
 
 def test_no_argument_means_demo_and_a_wrong_one_is_refused(machine: Machine) -> None:
     assert machine.run().returncode == 0
-    assert "docker-compose" not in (machine.state / "calls").read_text()
+    assert "docker-compose" not in small_text(machine.state / "calls")
     done = machine.run("everything")
     assert done.returncode == 2 and "usage:" in done.stderr and machine.calls() == []
 
@@ -261,13 +263,13 @@ def test_compose_v1_package_stays_and_v2_comes_as_a_plugin(machine: Machine) -> 
     v1 = machine.root / "bin" / "docker-compose"
     v1.write_text('#!/bin/sh\necho "docker-compose version 1.29.2"\n')
     v1.chmod(0o755)
-    before = v1.read_bytes()
+    before = small_bytes(v1)
     done = machine.run("test")
     assert done.returncode == 0, done.stderr
     assert apt_actions(machine.calls(), "install") == [] and apt_actions(machine.calls(), "update") == [[]]
     assert_host_untouched_by_services(machine)
-    assert "docker-compose" in machine.installed() and v1.read_bytes() == before
-    assert (machine.plugins / "docker-compose").read_text() == PLUGIN["docker-compose"]
+    assert "docker-compose" in machine.installed() and small_bytes(v1) == before
+    assert small_text(machine.plugins / "docker-compose") == PLUGIN["docker-compose"]
 
 
 def test_plugins_and_registry_need_no_root(machine: Machine) -> None:

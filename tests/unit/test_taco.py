@@ -24,6 +24,7 @@ from entrypoint.taco.bake import BakeError, bake
 from entrypoint.taco.bake import main as bake_main
 from entrypoint.taco.plan import PROFILE_FEATURES, TacoPlan, TacoStatus, plan_taco
 from entrypoint.taco.summary import parse_summary
+from tests.support.files import small_text
 from tests.support.httpserver import serve_directory
 from tests.support.taco_wheel import CP312, build_wheel, interpreter_tag
 
@@ -416,12 +417,12 @@ def test_install_from_a_local_file_then_ranks_apply_and_report(tmp_path, wheels)
     _, activation, out = activate(tmp_path, str(wheels["native"]))
     assert activation.status == "active", out
     prefix = tmp_path / "tmp" / "site-packages"
-    assert json.loads((prefix / "WHEEL.json").read_text())["sha256"] == sha256_of(wheels["native"]) == activation.sha256
+    assert json.loads(small_text(prefix / "WHEEL.json"))["sha256"] == sha256_of(wheels["native"]) == activation.sha256
     assert activation.env["PYTHONPATH"] == f"{prefix}:{prefix}/taco_train/prelude:/old/path"
     assert "is unpinned" in out and "TACO active" in out and activation.version == "0.1.0+standin"
     assert set(activation.seconds) == {"fetch", "install", "verify", "total"}
     stdout = run_rank0(activation.env, tmp_path / "marks.jsonl")
-    marks = [json.loads(line) for line in (tmp_path / "marks.jsonl").read_text().splitlines()]
+    marks = [json.loads(line) for line in small_text(tmp_path / "marks.jsonl").splitlines()]
     assert [(m["rank"], m["applied"]) for m in marks] == [("0", ["tf32", "dataloader"])]
     outcome = activation.outcome(parse_summary(stdout), node_rank=0)
     assert (

@@ -104,10 +104,10 @@ def listening() -> Iterator[str]:
 
 
 @pytest.fixture
-def closed_port() -> str:
+def closed_port() -> Iterator[str]:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"  # closed when the block ends: connections are refused
+        probe.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused, and no other test takes it
+        yield f"127.0.0.1:{probe.getsockname()[1]}"
 
 
 def test_without_gcsfs_a_missing_tokenizer_fails_naming_where_to_stage_it(world: World) -> None:

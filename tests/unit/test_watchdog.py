@@ -13,6 +13,7 @@ import pytest
 from entrypoint.launch.culprit import NodeReport, RankReport, request_reports, requested_since, write_report
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.watchdog import FLOOR_S, Watchdog, stall_limit
+from tests.support.files import small_text
 from tests.support.stall import BARRIER, SLEEP, STARTUP, Clock
 
 EXP = "pi05_libero_pytorch"
@@ -87,7 +88,7 @@ def test_stuck_job_is_diagnosed_and_ends_with_124(world):
     assert time.monotonic() - started < 10
     assert "STALL: no training progress" in result.out and "fake-torchrun: waiting" in result.out
     (record_path,) = (world.assets / "logs").glob("*[0-9].json")  # beside it: the node's `.stall.json` report
-    record = json.loads(record_path.read_text())
+    record = json.loads(small_text(record_path))
     assert record["outcome"]["class"] == "stalled" and record["stall"]["limit_s"] == 1.0
     assert record["stall"]["action"] == "fail"
     assert record["stall"]["culprit"]["method"] == "none" and record["stall"]["culprit"]["missing_nodes"] == []
@@ -133,7 +134,7 @@ def test_node_zero_names_the_culprit_on_another_node(world):
     assert result.code == 124, result.text
     assert time.monotonic() - started < 20  # node 1 answered: no waiting out the gathering bound
     (record_path,) = logs.glob(f"{EXP}-node0-*[0-9].json")
-    culprit = json.loads(record_path.read_text())["stall"]["culprit"]
+    culprit = json.loads(small_text(record_path))["stall"]["culprit"]
     assert (culprit["method"], culprit["ranks"], culprit["nodes"]) == ("stacks", [8], [1])
     named = "vla-entrypoint: STALL: culprit rank(s) 8 on node(s) 1: their stack differs from the 7 rank(s)"
     assert result.out.rstrip().splitlines()[-2].startswith(named)
@@ -151,9 +152,9 @@ def test_a_worker_node_answers_node_zeros_request_with_its_diagnosis(world):
     assert result.code == 0, result.text
     assert "STALL: node 0 found no training progress and asks every node for its diagnosis" in result.out
     (report,) = logs.glob("pi05_libero_pytorch-node1-*.stall.json")
-    body = json.loads(report.read_text())
+    body = json.loads(small_text(report))
     assert body["node_rank"] == 1 and body["answers_request"] == asked_at
-    record = json.loads(report.with_name(report.name.replace(".stall.json", ".json")).read_text())
+    record = json.loads(small_text(report.with_name(report.name.replace(".stall.json", ".json"))))
     assert record["stall"]["requested_at"] == asked_at and record["outcome"]["class"] == "succeeded"
 
 
