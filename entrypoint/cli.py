@@ -1,4 +1,4 @@
-"""Command line: `vla-entrypoint [run|check|plan|preflight|fetch-assets] [--json] [settings flags]`.
+"""Command line: `vla-entrypoint [run|check|plan|preflight|report|fetch-assets] [--json] [settings flags]`.
 
 With no arguments it runs the job (the container's default command). Every settings flag has a `VLA_*`
 variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified (a bad command line too: argparse's
@@ -129,6 +129,13 @@ PREFLIGHT_KEYS = (
     "preflight_timeout",
     "preflight_min_busbw",
 )
+# The settings `report` reads: where the experiment's files are.
+REPORT_KEYS = ("assets_root", "log_dir", "exp_name")
+REPORT_HELP = (
+    "one self-contained HTML page of the whole job (every node and run of the experiment: the cause, a timeline, "
+    "loss and step-time charts, checkpoints, exit codes, transport, TACO), written to <log_dir>/<exp_name>-report.html"
+)
+OUT_HELP = "write the page here instead of <log_dir>/<exp_name>-report.html"
 FETCH_ASSETS = "fetch-assets"
 FETCH_HELP = "download and unpack the openpi-assets tree (dev machine, once): resumable, verified, then checked"
 ASSETS_HELP = (
@@ -251,20 +258,24 @@ def build_parser(command: str | None = None) -> _Parser:
         ("check", "run every inspection; launch nothing, change nothing (the dev machine: check --assets)"),
         ("plan", "inspections plus the resolved launch: environment, command, node files; change nothing"),
         ("preflight", "all-reduce bandwidth over every GPU of every node via torchrun (run it on every node)"),
+        ("report", REPORT_HELP),
     )
     for name, text in specs:
         sub = commands.add_parser(
             name, help=text, description=text, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
         )
-        if name in ("check", "plan", "preflight"):
+        if name in ("check", "plan", "preflight", "report"):
             sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+        if name == "report":
+            sub.add_argument("--out", metavar="PATH", help=OUT_HELP)
         if name == "check":
             sub.add_argument("--assets", action="store_true", help=ASSETS_HELP)
             sub.add_argument("--nodes", type=int, metavar="N", help=NODES_HELP)
             sub.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, metavar="G", help=GPUS_HELP)
         parser.commands[name] = sub
         if command in (None, name):
-            _add_setting_flags(sub, PREFLIGHT_KEYS if name == "preflight" else None)
+            keys = {"preflight": PREFLIGHT_KEYS, "report": REPORT_KEYS}.get(name)
+            _add_setting_flags(sub, keys)
     fetch = commands.add_parser(
         FETCH_ASSETS,
         help=FETCH_HELP,
@@ -368,6 +379,17 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
     return ExitCode.PREFLIGHT_FAILED if result.failed else 0
 
 
+def _report(host: Host, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from entrypoint.core.settings import load_settings
+    from entrypoint.report.command import main as report
+
+    settings = load_settings(host.env, _flags(args))
+    out = Path(args.out) if args.out else None
+    return report(settings.path("log_dir"), settings.exp_name, out, args.json, language(host.env))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line's exit code. Output that cannot be written (a pipe closed by `| head`, a full disk) ends
     the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback."""
@@ -434,6 +456,8 @@ def _main(argv: list[str]) -> int:
             return run(host, _flags(args))
         if args.command == "preflight":
             return _preflight(host, args)
+        if args.command == "report":
+            return _report(host, args)
         if args.command == FETCH_ASSETS:
             from entrypoint.fetch.command import main as fetch_assets
 

@@ -20,7 +20,7 @@ from typing import TextIO
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host
-from entrypoint.core.messages import Catalogue, Lang, language
+from entrypoint.core.messages import Catalogue, Lang, Text, language
 from entrypoint.core.report import command_line, health_summary
 from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
@@ -40,6 +40,7 @@ from entrypoint.launch.stall_exchange import Exchange
 from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
 from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import MemlockIntent, Plan, build_plan
+from entrypoint.report.metrics import Metrics
 from entrypoint.taco.activate import TacoActivation, activate_taco
 from entrypoint.taco.summary import SummaryReader
 
@@ -109,10 +110,28 @@ def run(host: Host, flags: Mapping[str, object], console: TextIO | None = None) 
         return _run(plan, out, record, lang)
 
 
-def _ended_early(record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
+def _ended_early(plan: Plan, out: Tee, lang: Lang, record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
     record.data["outcome"] = {"exit_code": code, "class": outcome.value}
     record.write()
+    job_report(plan, out, lang, code)
     return code
+
+
+def job_report(plan: Plan, out: Tee, lang: Lang, code: int) -> None:
+    """The whole job's report (`entrypoint.report`): node 0 at every end, any node on its own failure. A report
+    that cannot be written is said; it never changes the exit code."""
+    path = plan.launch.report
+    if path is None or (code == 0 and plan.topology.node_rank != 0):
+        return
+    from entrypoint.report.command import write_report
+    from entrypoint.report.messages import MESSAGES as R
+
+    problem: Text | str | None
+    try:
+        problem = write_report(plan.settings.path("log_dir"), plan.settings.exp_name, path).problem
+    except Exception as error:  # a reporting bug must not change how the job ends
+        problem = f"{type(error).__name__}: {error}"
+    line(out, lang, R("auto-written", path=str(path)) if problem is None else R("auto-failed", problem=problem))
 
 
 def apply_patch(state: PatchState, openpi_dir: Path) -> tuple[bool, str]:
@@ -168,10 +187,10 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if plan.exit_code:
         misspecified = plan.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
-        return _ended_early(record, plan.exit_code, failed_as)
+        return _ended_early(plan, out, lang, record, plan.exit_code, failed_as)
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
         say(out, lang, "already-finished", step=plan.resume.step)
-        return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+        return _ended_early(plan, out, lang, record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
     say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
@@ -180,14 +199,14 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     record.data["taco"] = taco.to_json()
     if taco.finding is not None and taco.finding.status is Status.FAIL:
         health_summary([taco.finding], M("taco-heading").en, lang, out)
-        return _ended_early(record, taco.finding.exit_code, OutcomeClass.PREFLIGHT_FAILED)
+        return _ended_early(plan, out, lang, record, taco.finding.exit_code, OutcomeClass.PREFLIGHT_FAILED)
     if launch.wait_for_master is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
             master = wait_for_master(launch.wait_for_master, out, lang)
         record.data["master"] = master.to_json()
         if master.finding is not None:
             health_summary([master.finding], M("master-heading").en, lang, out)
-            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     env = taco.env
     if launch.preflight is not PreflightMode.OFF:
         from entrypoint.launch.preflight import run_preflight, table
@@ -199,7 +218,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
             out.write(table(preflight, lang) + "\n")
         health_summary(preflight.findings, M("preflight-heading").en, lang, out)
         if launch.preflight is PreflightMode.FAIL and preflight.failed:
-            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     nccl_dir = launch.files.nccl_dir if launch.nccl_debug else None
     if nccl_dir is not None:
         try:
@@ -233,19 +252,28 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         env,
         flight_recorder.training_python(launch.command[0], env),
     )
+    attempts = Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank)
+    metrics = Metrics(
+        launch.events_dir,
+        batch_size=settings.batch_size,
+        interval_s=launch.metrics_interval,
+        say=lambda text: line(out, lang, text),
+        attempts=lambda: [(a.number, a.cause.value if a.cause else None) for a in list(attempts.attempts)],
+    )
+    metrics.start()
     supervisor = Supervisor(
         launch.command,
         launch.cwd,
         env,
         out,
-        [progress, tail, taco_reader],
+        [progress, tail, taco_reader, metrics],
         settings.grace_period,
         watchdog,
         tail,
         settings.stall_action,
         launch.files.stacks,
         lang,
-        Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank),
+        attempts,
         exchange,
     )
     try:
@@ -255,8 +283,9 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         what = RUN("start-failed", program=failure.program, error=failure.error.strerror or failure.error)
         finding = failed("trainer.torchrun", what, RUN("start-failed-fix"), failure.program)
         health_summary([finding], RUN("start-heading").en, lang, out)
-        return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
-    return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader)
+        metrics.close(ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED.value)
+        return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+    return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader, metrics)
 
 
 def _report(
@@ -270,8 +299,10 @@ def _report(
     tail: OutputTail,
     taco: TacoActivation,
     taco_reader: SummaryReader,
+    metrics: Metrics,
 ) -> int:
-    """The record's progress, transport proof and outcome, and the closing lines."""
+    """The record's progress, transport proof and outcome, the event files' end, the closing lines and the job's
+    report."""
     files = plan.launch.files
     summary = progress.to_json()
     if progress.first_step_at is not None:
@@ -299,6 +330,7 @@ def _report(
     if supervisor.gave_up is not None:
         outcome.update({"class": OutcomeClass.DO_NOT_REQUEUE.value, "verdict": supervisor.gave_up.value})
     record.data["outcome"] = outcome
+    metrics.close(code, str(outcome["class"]))
     taco_outcome = taco.outcome(taco_reader.close(), plan.topology.node_rank)
     record.data["taco"] = {**taco.to_json(), "outcome": taco_outcome.to_json()}
     record.write()
@@ -307,6 +339,7 @@ def _report(
     line(out, lang, taco_outcome.message)
     if cause:
         say(out, lang, "root-cause", cause=cause)
+    job_report(plan, out, lang, code)
     if out.file is not None:
         say(out, lang, "node-files", log=str(files.log), record=str(record.path))
     if supervisor.culprit_line is not None:  # the stall's culprit, where a reader of the last line looks

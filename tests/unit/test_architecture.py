@@ -21,8 +21,9 @@ ALLOWED = {
     "taco": {"core", "inspect", "net"},
     "fetch": {"core", "inspect", "net"},
     "plan": {"core", "inspect", "fabric", "taco"},
-    "launch": {"core", "inspect", "fabric", "taco", "plan"},
-    "cli": {"core", "inspect", "fabric", "taco", "net", "fetch", "launch", "plan"},
+    "report": {"core", "inspect"},
+    "launch": {"core", "inspect", "fabric", "taco", "plan", "report"},
+    "cli": {"core", "inspect", "fabric", "taco", "net", "fetch", "launch", "plan", "report"},
     "__main__": {"cli"},
 }
 # Modules that only inspect: they start no process and change nothing on disk.
