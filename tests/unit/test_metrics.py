@@ -284,3 +284,12 @@ def test_a_gpu_sample_is_named_values() -> None:
             "throttle_reasons": 4.0,
         },
     )
+
+
+def test_the_nvml_calls_exist_in_the_real_binding() -> None:
+    """The fake above answers the calls `gpus.Nvml` makes; the real `pynvml` (nvidia-ml-py) must have them too."""
+    import pynvml
+
+    fake_calls = {name for name in vars(FakeNvml) if name.startswith(("nvml", "NVML_"))}
+    missing = sorted(name for name in fake_calls if not hasattr(pynvml, name))
+    assert not missing and len(fake_calls) == 12
