@@ -62,7 +62,8 @@ def test_the_report_of_a_restarted_two_node_job_in_headless_chromium(sandbox: Sa
     with Chromium(height=1200) as browser:
         seen = browser.load(report.as_uri())
         cause = browser.evaluate("document.body.firstElementChild.innerText")
-        nodes = browser.evaluate("[...document.querySelectorAll('#timeline-chart g.node-row')].map(g => g.dataset.node)")
+        rows = "[...document.querySelectorAll('#timeline-chart g.node-row')]"
+        nodes = browser.evaluate(f"{rows}.map(g => g.dataset.node)")
         restarts = browser.evaluate(
             "[...document.querySelectorAll('#timeline-chart g.restart')].map(g => [g.dataset.node, g.dataset.cause])"
         )
