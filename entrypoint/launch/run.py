@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from enum import StrEnum
@@ -67,6 +68,9 @@ RUN = Catalogue(
         ),
     },
 )
+
+
+REPORT_WAIT_S = 60.0  # the job's report at the end: written within this, or said and left (`vla-entrypoint report`)
 
 
 class OutcomeClass(StrEnum):
@@ -126,11 +130,21 @@ def job_report(plan: Plan, out: Tee, lang: Lang, code: int) -> None:
     from entrypoint.report.command import write_report
     from entrypoint.report.messages import MESSAGES as R
 
-    problem: Text | str | None
-    try:
-        problem = write_report(plan.settings.path("log_dir"), plan.settings.exp_name, path).problem
-    except Exception as error:  # a reporting bug must not change how the job ends
-        problem = f"{type(error).__name__}: {error}"
+    outcome: list[Text | str | None] = []
+
+    def write() -> None:
+        try:
+            outcome.append(write_report(plan.settings.path("log_dir"), plan.settings.exp_name, path).problem)
+        except Exception as error:  # a reporting bug must not change how the job ends
+            outcome.append(f"{type(error).__name__}: {error}")
+
+    writer = threading.Thread(target=write, name="report", daemon=True)
+    writer.start()
+    writer.join(REPORT_WAIT_S)  # storage that stopped answering must not keep the node from ending
+    if not outcome:
+        problem: Text | str | None = R("auto-slow", seconds=f"{REPORT_WAIT_S:.0f}")
+    else:
+        problem = outcome[0]
     line(out, lang, R("auto-written", path=str(path)) if problem is None else R("auto-failed", problem=problem))
 
 

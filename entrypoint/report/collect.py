@@ -6,7 +6,8 @@ job with do-not-requeue) and the stall report (`.stall.json`). Anyone may have w
 is opened only when it is a regular file, read up to a limit (`core.files`), and a file that is missing, too big,
 truncated, not JSON, not UTF-8 or of the wrong shape becomes a problem the report states — never an exception.
 Every string taken from them is masked (`core.masking`) and cut to a bounded length. At most `MAX_RUNS` runs (the
-newest) are read; a node named by a record's topology but without any file is listed as missing.
+newest) are read, and node logs up to `READ_BUDGET` bytes in all, newest first; a node named by a record's topology
+but without any file is listed as missing.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ RECORD_LIMIT = 4 << 20
 SMALL_LIMIT = 64 << 10
 STALL_LIMIT = 4 << 20
 MAX_RUNS = 24
+READ_BUDGET = 160 << 20  # bytes of node logs read for one report (newest runs first): ten logs read to their limit
 MAX_LISTED = 200_000  # folder entries looked at
 MAX_ATTEMPT_FILES = 64
 MAX_ATTEMPTS = 64
@@ -179,8 +181,9 @@ def collect(folder: Path, exp_name: str) -> Experiment:
     ordered = sorted(found.values(), key=lambda r: (r.stamp, r.rank))
     experiment.older_runs = max(0, len(ordered) - MAX_RUNS)
     experiment.runs = ordered[-MAX_RUNS:]
-    for run in experiment.runs:
-        _read_run(run, folder, exp_name)
+    budget = [READ_BUDGET]
+    for run in reversed(experiment.runs):  # newest first: what the reading budget leaves out is the oldest
+        _read_run(run, folder, exp_name, budget)
     _expected_nodes(experiment)
     return experiment
 
@@ -196,16 +199,20 @@ def _expected_nodes(experiment: Experiment) -> None:
     experiment.missing_nodes = [rank for rank in range(expected) if rank not in present]
 
 
-def _read_run(run: NodeRun, folder: Path, exp_name: str) -> None:
+def _read_run(run: NodeRun, folder: Path, exp_name: str, budget: list[int]) -> None:
+    """One run's files; its log only while `budget` (bytes of logs still to read, shared by the runs) lasts."""
     stem = folder / f"{exp_name}-node{run.rank}-{run.stamp}"
     record = _read_json(run.record_path or stem.with_name(stem.name + RECORD_SUFFIX), RECORD_LIMIT, run, "record")
     if isinstance(record, dict):
         _from_record(run, record)
     if run.log is None:
         run.problems.append(M("log-missing", path=str(stem.with_name(stem.name + ".log"))))
+    elif budget[0] <= 0:
+        run.problems.append(M("log-over-budget", path=str(run.log), budget=_mib(READ_BUDGET)))
     else:
         try:
             run.scan = scan_log(run.log)
+            budget[0] -= run.scan.read
         except FileRefused as refused:
             run.problems.append(M("file-refused", what=M("what-log"), path=refused.path, problem=_refusal(refused)))
         except OSError as error:  # pragma: no cover - FileRefused covers the reads; a guard for the unexpected

@@ -98,6 +98,10 @@ MESSAGES = Catalogue(
             "节点日志 {path} 并非全部为 UTF-8:无法解码的字节显示为 �",
         ),
         "log-empty": ("the node log {path} is empty", "节点日志 {path} 为空"),
+        "log-over-budget": (
+            "the node log {path} was not read: the newer runs' logs used the report's {budget} of reading",
+            "节点日志 {path} 未读取:较新运行的日志已用完报告的读取额度 {budget}",
+        ),
         "older-runs": (
             "{count} older run(s) of this experiment are not shown (only the newest are read)",
             "该实验另有 {count} 次较早的运行未显示(只读取最新的)",
@@ -228,6 +232,10 @@ MESSAGES = Catalogue(
         "auto-written": (
             "report of the whole job: {path} (open it in a browser; vla-entrypoint report writes it again)",
             "整个任务的报告:{path}(用浏览器打开;vla-entrypoint report 可重新生成)",
+        ),
+        "auto-slow": (
+            "not written within {seconds}s (the log folder's storage is slow or stopped answering)",
+            "{seconds} 秒内未写完(日志目录所在存储缓慢或无响应)",
         ),
         "auto-failed": (
             "the job report was not written: {problem}; run vla-entrypoint report later",

@@ -255,3 +255,13 @@ def test_only_the_newest_runs_are_read(tmp_path: Path) -> None:
     experiment: Experiment = collect.collect(tmp_path, EXP)
     assert len(experiment.runs) == collect.MAX_RUNS and experiment.older_runs == 5
     assert experiment.runs[-1].stamp == f"20261205-15{collect.MAX_RUNS + 4:02d}00"
+
+
+def test_logs_are_read_newest_first_within_the_reading_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collect, "READ_BUDGET", 3000)
+    for minute in range(4):
+        plant(tmp_path, 0, f"20261205-15{minute:02d}00", log=step_lines(range(20)), body=record(0, nnodes=1))
+    runs = collect.collect(tmp_path, EXP).runs
+    read = [run.scan is not None for run in runs]
+    assert read == [False, False, True, True]  # each log is about 1.6 kB: the two newest use the budget
+    assert "used the report's" in runs[0].problems[0].en and "读取额度" in runs[0].problems[0].zh
