@@ -3,7 +3,8 @@
 The report covers one experiment (`exp_name`) in one log folder (`log_dir`): every node and every run found
 there. It is written to `<log_dir>/<exp_name>-report.html` (or `--out`) atomically — a temporary file beside it,
 then a rename — so a reader never sees half a page and two nodes writing at once leave one whole page. `--json`
-prints the same content as one JSON object instead of writing the page. Exit codes: 0 written (or printed); 2 a
+prints the same content as one JSON object instead of writing the page. Only an earlier report is replaced: a file
+of anyone else's at that path (or a folder, a FIFO) is left alone and said. Exit codes: 0 written (or printed); 2 a
 mis-specified setting; 3 no file of the experiment in the folder, or the page could not be written.
 """
 
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import TextIO
 
 from entrypoint.core.errors import PreflightFailed
+from entrypoint.core.files import FileRefused, read_ends
 from entrypoint.core.messages import Lang, Text, render
 from entrypoint.report.charts import thin
 from entrypoint.report.collect import REPORT_SUFFIX, Experiment, NodeRun, collect
-from entrypoint.report.html import page
+from entrypoint.report.html import GENERATOR, page
 from entrypoint.report.messages import MESSAGES as M
 from entrypoint.report.summary import cause_summary
 
@@ -48,8 +50,24 @@ def build(log_dir: Path, exp_name: str) -> tuple[Experiment, Text]:
     return experiment, cause_summary(experiment)
 
 
-def write_atomic(path: Path, text: str) -> OSError | None:
-    """`text` to `path` through a temporary file beside it and a rename; the error when that failed."""
+def not_ours(path: Path) -> Text | None:
+    """Why `path` must not be replaced: something there that is not an earlier report (a folder, a FIFO, a file of
+    someone else's). None when nothing is there or it is a report of ours."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        head = read_ends(path, 1024).head
+    except FileRefused as refused:
+        return M("not-ours-kind", path=str(path), problem=refused.problem.value)
+    return None if GENERATOR.encode() in head else M("not-ours", path=str(path))
+
+
+def write_atomic(path: Path, text: str) -> Text | None:
+    """`text` to `path` through a temporary file beside it and a rename; why not, when it was not written. Only an
+    earlier report is ever replaced: nothing of the user's is overwritten."""
+    refused = not_ours(path)
+    if refused is not None:
+        return refused
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,17 +76,15 @@ def write_atomic(path: Path, text: str) -> OSError | None:
     except OSError as error:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        return error
+        return M("not-written", path=str(path), error=error.strerror or str(error))
     return None
 
 
 def write_report(log_dir: Path, exp_name: str, path: Path) -> Written:
     """Collect, render and write the report to `path`."""
     experiment, summary = build(log_dir, exp_name)
-    error = write_atomic(path, page(experiment, summary))
-    if error is not None:
-        return Written(None, summary, M("not-written", path=str(path), error=error.strerror or str(error)))
-    return Written(path, summary)
+    problem = write_atomic(path, page(experiment, summary))
+    return Written(path if problem is None else None, summary, problem)
 
 
 def to_json(experiment: Experiment, summary: Text) -> dict[str, object]:
@@ -144,16 +160,15 @@ def main(
     started = time.monotonic()
     experiment, summary = build(log_dir, exp_name)
     if not experiment.runs:
-        problem = experiment.problems[0] if experiment.problems else M("no-runs", exp=exp_name, folder=str(log_dir))
-        raise PreflightFailed("report.no-runs", str(log_dir), problem, M("no-runs-fix", exp=exp_name))
+        what = experiment.problems[0] if experiment.problems else M("no-runs", exp=exp_name, folder=str(log_dir))
+        raise PreflightFailed("report.no-runs", str(log_dir), what, M("no-runs-fix", exp=exp_name))
     if json_mode:
         stdout.write(json.dumps(to_json(experiment, summary), indent=2, ensure_ascii=False) + "\n")
         return 0
     target = out or report_path(log_dir, exp_name)
-    error = write_atomic(target, page(experiment, summary))
-    if error is not None:
-        what = M("not-written", path=str(target), error=error.strerror or str(error))
-        raise PreflightFailed("report.not-written", str(target), what, M("not-written-fix"))
+    problem = write_atomic(target, page(experiment, summary))
+    if problem is not None:
+        raise PreflightFailed("report.not-written", str(target), problem, M("not-written-fix"))
     stdout.write(render(summary, lang) + "\n")
     seconds = f"{time.monotonic() - started:.1f}"
     stdout.write(render(M("written", path=str(target), runs=len(experiment.runs), seconds=seconds), lang) + "\n")

@@ -20,6 +20,7 @@ from entrypoint.report.charts import Series, line_chart, timeline
 from entrypoint.report.collect import Experiment
 from entrypoint.report.messages import MESSAGES as M
 
+GENERATOR = '<meta name="generator" content="vla-entrypoint report">'  # how a page of ours is told from others
 CSS = """
 :root{color-scheme:light;--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb;--ok:#15803d;--fail:#b91c1c;--warn:#b45309}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans","PingFang SC","Microsoft YaHei",sans-serif;
@@ -121,7 +122,7 @@ def page(experiment: Experiment, summary: Text, generated_at: float | None = Non
     title = escape(f"{experiment.exp_name} — vla-entrypoint report")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">{GENERATOR}'
         f"<title>{title}</title><style>{CSS}</style></head><body>"
         + "".join(s for s in sections if s)
         + "</body></html>\n"

@@ -224,6 +224,14 @@ MESSAGES = Catalogue(
             "(相对于资源根目录)。",
         ),
         "not-written": ("the report {path} cannot be written: {error}", "无法写入报告 {path}:{error}"),
+        "not-ours": (
+            "{path} is not a report of vla-entrypoint: it is left as it is, never overwritten",
+            "{path} 不是 vla-entrypoint 生成的报告:保持原样,不会覆盖",
+        ),
+        "not-ours-kind": (
+            "{path} is a {problem}, not a report: it is left as it is",
+            "{path} 是 {problem},不是报告:保持原样",
+        ),
         "not-written-fix": (
             "Write it elsewhere with --out PATH, or print it with --json.",
             "请用 --out PATH 写到别处,或用 --json 输出。",

@@ -176,14 +176,24 @@ def test_no_run_of_the_experiment_is_exit_3_with_the_fix(world: World) -> None:
     assert code == 0 and "another_experiment-report.html" in out
 
 
-def test_a_page_that_cannot_be_written_is_exit_3_and_out_chooses_the_place(world: World) -> None:
+def test_only_an_earlier_report_is_replaced_and_out_chooses_the_place(world: World) -> None:
     restarted_job(world.assets / "logs")
-    (world.assets / "logs" / f"{EXP}-report.html").mkdir()  # a folder where the page goes
+    page = world.assets / "logs" / f"{EXP}-report.html"
+    page.mkdir()  # a folder where the page goes
     code, out, _ = report(world)
-    assert code == 3 and "cannot be written" in out and "--out" in out and "无法写入报告" in out
+    assert code == 3 and "is a folder, not a report" in out and "--out" in out and "不是报告" in out
+    page.rmdir()
+    page.write_text("my notes about this run\n")  # a file of the user's
+    code, out, _ = report(world)
+    assert code == 3 and "never overwritten" in out and page.read_text() == "my notes about this run\n"
+    page.unlink()
+    assert report(world)[0] == 0 and report(world)[0] == 0  # an earlier report of ours is replaced
     elsewhere = world.root / "elsewhere" / "job.html"
     code, out, _ = report(world, "--out", str(elsewhere))
     assert code == 0 and elsewhere.read_text().startswith("<!DOCTYPE html>")
+    (world.root / "a-file").write_text("")
+    code, out, _ = report(world, "--out", str(world.root / "a-file" / "x.html"))
+    assert code == 3 and "cannot be written" in out
 
 
 def test_secrets_stay_masked_in_the_page_and_the_json(world: World) -> None:
