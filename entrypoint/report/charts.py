@@ -21,7 +21,7 @@ from entrypoint.report.messages import MESSAGES as M
 MAX_POINTS = 2000
 WIDTH = 960
 LABEL_W = 190  # the timeline's row labels
-ROW_H = 34
+ROW_H = 46
 T = TypeVar("T")
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f")
 
@@ -219,19 +219,19 @@ def timeline(experiment: Experiment) -> str:
                 parts.append(
                     f'<g class="restart" data-node="{run.rank}" data-attempt="{attempt.number}" data-cause="{cause}">'
                     f'<line x1="{rx}" x2="{rx}" y1="{y + 1}" y2="{y + ROW_H - 3}"/>'
-                    f'<text x="{_num(x + 3)}" y="{y + 33}">↻{attempt.number} {cause}</text>'
+                    f'<text x="{_num(x + 3)}" y="{y + 40}">↻{attempt.number} {cause}</text>'
                     f"<title>{_bilingual(M('restart-n', n=attempt.number, cause=why))}</title></g>"
                 )
         if run.outcome is not None and run.outcome.exit_code is not None:
             parts.append(
-                f'<text class="exit {klass}" x="{_num(min(px(end_of_training) + 4, WIDTH - 40))}" y="{y + 14}">'
+                f'<text class="exit {klass}" x="{_num(min(px(end_of_training) + 4, WIDTH - 56))}" y="{y + 14}">'
                 f"exit {run.outcome.exit_code}</text>"
             )
         if run.culprit is not None and run.culprit.ranks:
             ranks = ",".join(str(r) for r in run.culprit.ranks)
             nodes = ",".join(str(n) for n in run.culprit.nodes)
             parts.append(
-                f'<text class="culprit" x="{_num(min(px(end_of_training) + 4, WIDTH - 150))}" y="{y + 28}">'
+                f'<text class="culprit" x="{WIDTH - 20}" y="{y + 40}" text-anchor="end">'
                 f"⚠ rank {escape(ranks)} @ node {escape(nodes)}</text>"
             )
         parts.append("</g>")

@@ -123,7 +123,8 @@ MESSAGES = Catalogue(
         ),
         "sum-culprit": ("culprit rank(s) {ranks} on node(s) {nodes}", "问题 rank {ranks},位于节点 {nodes}"),
         "sum-restarts": ("{count} restart(s) ({causes})", "{count} 次重启({causes})"),
-        "sum-others-failed": ("other nodes failed too: {nodes}", "其他失败的节点:{nodes}"),
+        "sum-others-failed": ("also {nodes}", "另外{nodes}"),
+        "sum-node-exit": ("node {rank} exited {code}", "节点 {rank} 以 {code} 退出"),
         "sum-unfinished": (
             "NO OUTCOME: node(s) {nodes} recorded none (still running, or ended before the launcher could write it)",
             "没有结果:节点 {nodes} 未记录结果(仍在运行,或在启动器写入前已结束)",

@@ -77,8 +77,10 @@ def cause_summary(experiment: Experiment) -> Text:
         parts += [p for p in (culprit, _restart_part(latest)) if p]
         others = [r for r in failed if r is not first]
         if others:
-            listed = ", ".join(f"{r.rank}→{r.outcome.exit_code if r.outcome else '?'}" for r in others[:8])
-            parts.append(M("sum-others-failed", nodes=listed))
+            exits = [
+                M("sum-node-exit", rank=r.rank, code=r.outcome.exit_code if r.outcome else "?") for r in others[:8]
+            ]
+            parts.append(M("sum-others-failed", nodes=joined(exits, ", ", "、")))
     elif unknown:
         parts.append(M("sum-unfinished", nodes=_ranks([r.rank for r in unknown])))
         reached = max((r.last_step for r in latest.values() if r.last_step is not None), default=None)
