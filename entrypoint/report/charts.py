@@ -58,7 +58,8 @@ def _label(value: float) -> str:
 
 @dataclass
 class Series:
-    """One polyline: `name`, (x, y) points, and the x positions of restarts drawn as dashed lines."""
+    """One series: `name`, its (x, y) points in the order logged (a new polyline wherever x goes back), and the x
+    positions of restarts, drawn as dashed lines."""
 
     name: str
     points: Sequence[tuple[float, float]] = field(default_factory=list)
@@ -73,6 +74,16 @@ def thin(items: Sequence[T], limit: int) -> list[T]:
     if kept[-1] is not items[-1]:
         kept.append(items[-1])
     return kept
+
+
+def _segments(points: Sequence[tuple[float, float]]) -> list[list[tuple[float, float]]]:
+    """The points cut where x goes back (a resumed attempt logging steps again), one polyline each."""
+    found: list[list[tuple[float, float]]] = []
+    for point in points:
+        if not found or point[0] < found[-1][-1][0]:
+            found.append([])
+        found[-1].append(point)
+    return found
 
 
 def line_chart(chart_id: str, title: Text, y_title: Text, x_title: Text, series: list[Series]) -> str:
@@ -135,8 +146,9 @@ def line_chart(chart_id: str, title: Text, y_title: Text, x_title: Text, series:
                     f'<line class="restart-mark" x1="{mark}" x2="{mark}" y1="{top}" y2="{top + plot_h}" '
                     f'stroke="{colour}"/>'
                 )
-        path = " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in one.points)
-        parts.append(f'<polyline class="series" points="{path}" stroke="{colour}"/>')
+        for segment in _segments(one.points):
+            path = " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in segment)
+            parts.append(f'<polyline class="series" points="{path}" stroke="{colour}"/>')
         name = escape(one.name)
         for x, y in one.points:
             parts.append(

@@ -38,7 +38,7 @@ th{background:#f3f4f6;font-weight:600}td.num{text-align:right;font-variant-numer
 .ok{color:var(--ok)}.fail{color:var(--fail)}.unknown{color:var(--warn)}
 ul.problems li{color:var(--warn);overflow-wrap:anywhere}
 pre{background:#f9fafb;border:1px solid var(--line);padding:8px;font-size:12px;overflow-x:auto;
-white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px}
+white-space:pre-wrap;overflow-wrap:anywhere}
 svg{display:block;max-width:100%;height:auto;font:11px system-ui,sans-serif}
 svg .plot{fill:#fff;stroke:#d1d5db}svg .grid{stroke:#f1f5f9}svg .tick{fill:var(--muted)}
 svg .axis{fill:var(--ink);font-size:12px}svg .series{fill:none;stroke-width:1.6}

@@ -4,7 +4,8 @@ Two containers of the image run a 2-node job (real torchrun and gloo, the stand-
 killed at step 12, every node restarts its workers once and the job ends 0. Node 0 then writes the report by itself.
 Headless Chromium (Debian's package, driven through its DevTools protocol) opens it from the CFS folder: the page
 logs no console error and requests nothing but itself; its timeline has both nodes and the restart; its loss chart
-has one point per progress line in node 0's log. The full-page screenshot is kept in `.work/artifacts/`. The same
+has one point per progress line in node 0's log. The full-page screenshot is kept in `.work/artifacts/` (and its top,
+which docs/report.png is). The same
 job's TensorBoard event files are read back with TensorBoard's own reader."""
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def test_the_report_of_a_restarted_two_node_job_in_headless_chromium(sandbox: Sa
         points = browser.evaluate("document.querySelectorAll('#loss-chart circle.pt').length")
         headings = browser.evaluate("[...document.querySelectorAll('h2')].map(h => h.innerText)")
         browser.screenshot(shot)
+        browser.screenshot(ARTIFACTS / "report-browser-top.png", height=1500)  # the README's picture
     print(f"\nreport {report} ({report.stat().st_size} bytes); screenshot {shot}")
     assert seen.errors == [] and seen.other_requests == [], (seen.console, seen.requests)
     assert cause.startswith("SUCCEEDED: all 2 node(s) exited 0") and "1 restart(s)" in cause, cause

@@ -164,10 +164,11 @@ class Chromium:
             raise BrowserError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def screenshot(self, path: Path) -> None:
-        """The whole page, as PNG."""
+    def screenshot(self, path: Path, height: float | None = None) -> None:
+        """The whole page (or its top `height` pixels), as PNG."""
         size = self.call("Page.getLayoutMetrics")["cssContentSize"]
-        clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+        shown = size["height"] if height is None else min(height, size["height"])
+        clip = {"x": 0, "y": 0, "width": size["width"], "height": shown, "scale": 1}
         shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)
         path.write_bytes(base64.b64decode(shot["data"]))
 
