@@ -203,8 +203,9 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
         return _ended_early(plan, out, lang, record, plan.exit_code, failed_as)
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
-        say(out, lang, "already-finished", step=plan.resume.step)
-        return _ended_early(plan, out, lang, record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+        code = _ended_early(plan, out, lang, record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+        say(out, lang, "already-finished", step=plan.resume.step)  # the node's last line says why nothing ran
+        return code
     say(out, lang, "start-command", command=command_line(launch.command, launch.cwd))
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
