@@ -14,7 +14,8 @@ folder (tensorboardX's writer, fsync at each flush):
 - idle: CPU seconds per second of the metrics thread with nothing to write (its one-second wake-ups).
 
 Each repetition feeds `--lines` openpi progress lines (`step=N loss=… lr=… grad_norm=… time=…s`) as one relay chunk
-of 64 KiB at a time, then closes the writer. The share of a core is then the cost per step over the seconds per
+of 64 KiB at a time (waiting, between chunks, until the writer's queue is short: a job logs far slower), then closes
+the writer. The share of a core is then the cost per step over the seconds per
 logged step: openpi logs every `log_interval` steps (10 by default), each 0.7-1.4 s for pi05 on an H200. With
 `--write FILE` the Markdown section replaces the one between this script's markers in FILE.
 """
@@ -37,6 +38,7 @@ from scripts.benchlib import markdown as md
 from scripts.benchlib.machine import git_revision, refuse_uncommitted
 
 CHUNK = 65536
+QUEUE_HEADROOM = 1000  # lines left queued before the next chunk (a chunk is about 700 lines)
 
 
 class ThreadClock:
@@ -75,6 +77,8 @@ def one_rep(count: int) -> tuple[float, float, int]:
             began = time.thread_time()
             metrics.feed(text[start : start + CHUNK])
             relay += time.thread_time() - began
+            while metrics.queue.qsize() > QUEUE_HEADROOM:  # a job logs far slower: let the writer catch up
+                time.sleep(0.005)
         metrics.close(0, "succeeded", wait_s=120)
         assert metrics.dropped == 0, f"{metrics.dropped} lines dropped: raise the queue or feed slower"
         return relay / count, clock.seconds / count, metrics.written
