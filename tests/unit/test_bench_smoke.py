@@ -77,3 +77,21 @@ def test_figures_of_uncommitted_code_are_not_written(script: str, tmp_path: Path
     with pytest.raises(SystemExit, match=r"uncommitted changes.*commit first"):
         importlib.import_module(script).main(["--write", str(target)])
     assert not target.exists()
+
+
+def test_metrics_bench_writes_its_section(tmp_path: Path) -> None:
+    """scripts/bench_metrics on a few lines: its section lands in the file between its markers, others kept."""
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.bench_metrics", "--lines", "300", "--reps", "1", "--idle", "0.2"]
+        + ["--write", str(out), "--allow-uncommitted"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert md.sections_in(text) == ["gpu", "metrics"] and "kept" in text
+    assert "| metrics thread: one logged step (6 scalars encoded and written) |" in text
