@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from enum import StrEnum
@@ -21,7 +20,7 @@ from typing import TextIO
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, Status, failed
 from entrypoint.core.host import Host
-from entrypoint.core.messages import Catalogue, Lang, Text, language
+from entrypoint.core.messages import Catalogue, Lang, language
 from entrypoint.core.report import command_line, health_summary
 from entrypoint.core.settings import PreflightMode
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
@@ -123,29 +122,13 @@ def _ended_early(plan: Plan, out: Tee, lang: Lang, record: StartupRecord, code: 
 
 def job_report(plan: Plan, out: Tee, lang: Lang, code: int) -> None:
     """The whole job's report (`entrypoint.report`): node 0 at every end, any node on its own failure. A report
-    that cannot be written is said; it never changes the exit code."""
+    that cannot be written (in time) is said; it never changes the exit code."""
     path = plan.launch.report
     if path is None or (code == 0 and plan.topology.node_rank != 0):
         return
-    from entrypoint.report.command import write_report
-    from entrypoint.report.messages import MESSAGES as R
+    from entrypoint.report.command import write_in_time
 
-    outcome: list[Text | str | None] = []
-
-    def write() -> None:
-        try:
-            outcome.append(write_report(plan.settings.path("log_dir"), plan.settings.exp_name, path).problem)
-        except Exception as error:  # a reporting bug must not change how the job ends
-            outcome.append(f"{type(error).__name__}: {error}")
-
-    writer = threading.Thread(target=write, name="report", daemon=True)
-    writer.start()
-    writer.join(REPORT_WAIT_S)  # storage that stopped answering must not keep the node from ending
-    if not outcome:
-        problem: Text | str | None = R("auto-slow", seconds=f"{REPORT_WAIT_S:.0f}")
-    else:
-        problem = outcome[0]
-    line(out, lang, R("auto-written", path=str(path)) if problem is None else R("auto-failed", problem=problem))
+    line(out, lang, write_in_time(plan.settings.path("log_dir"), plan.settings.exp_name, path, REPORT_WAIT_S))
 
 
 def apply_patch(state: PatchState, openpi_dir: Path) -> tuple[bool, str]:

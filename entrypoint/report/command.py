@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,24 @@ def write_report(log_dir: Path, exp_name: str, path: Path) -> Written:
     experiment, summary = build(log_dir, exp_name)
     problem = write_atomic(path, page(experiment, summary))
     return Written(path if problem is None else None, summary, problem)
+
+
+def write_in_time(log_dir: Path, exp_name: str, path: Path, wait_s: float) -> Text:
+    """`run`'s report at its end: written by a thread given `wait_s` seconds (storage that stopped answering must
+    not keep a node from ending); the line that says where it is, or why it is not there. Never raises."""
+    outcome: list[Text | str | None] = []
+
+    def write() -> None:
+        try:
+            outcome.append(write_report(log_dir, exp_name, path).problem)
+        except Exception as error:  # a reporting bug must not change how the job ends
+            outcome.append(f"{type(error).__name__}: {error}")
+
+    writer = threading.Thread(target=write, name="report", daemon=True)
+    writer.start()
+    writer.join(wait_s)
+    problem = outcome[0] if outcome else M("auto-slow", seconds=f"{wait_s:.0f}")
+    return M("auto-written", path=str(path)) if problem is None else M("auto-failed", problem=problem)
 
 
 def to_json(experiment: Experiment, summary: Text) -> dict[str, object]:

@@ -83,9 +83,9 @@ def test_metrics_bench_writes_its_section(tmp_path: Path) -> None:
     """scripts/bench_metrics on a few lines: its section lands in the file between its markers, others kept."""
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
+    small = ("--lines", "300", "--reps", "1", "--idle", "0.2")
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.bench_metrics", "--lines", "300", "--reps", "1", "--idle", "0.2"]
-        + ["--write", str(out), "--allow-uncommitted"],
+        [sys.executable, "-m", "scripts.bench_metrics", *small, "--write", str(out), "--allow-uncommitted"],
         capture_output=True,
         text=True,
         timeout=120,
