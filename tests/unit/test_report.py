@@ -275,3 +275,37 @@ def test_logs_are_read_newest_first_within_the_reading_budget(tmp_path: Path, mo
     read = [run.scan is not None for run in runs]
     assert read == [False, False, True, True]  # each log is about 1.6 kB: the two newest use the budget
     assert "used the report's" in runs[0].problems[0].en and "读取额度" in runs[0].problems[0].zh
+
+
+@pytest.mark.parametrize(
+    ("health", "shown"),
+    [
+        pytest.param(
+            {"status": "pass", "checks": [{"id": "gpu.ecc", "status": "pass", "message": "no uncorrected ECC error"}]},
+            ["<th>id</th><th>status</th><th>message</th>", "<td>gpu.ecc</td>", "no uncorrected ECC error"],
+            id="checks-table",
+        ),
+        pytest.param(["odd", 3], ["[&quot;odd&quot;, 3]"], id="any-shape"),
+    ],
+)
+def test_health_is_shown_when_a_record_has_it(tmp_path: Path, health: object, shown: list[str]) -> None:
+    from entrypoint.report.html import page
+
+    plant(tmp_path, 0, log="", body=record(0, nnodes=1, health=health))
+    plant(tmp_path, 0, "20261205-140000", log="", body=record(0, nnodes=1))  # an older run without health
+    experiment = collect.collect(tmp_path, EXP)
+    html = page(experiment, cause_summary(experiment))
+    assert "Node health checks · 节点健康检查" in html
+    section = html[html.index('<section id="health">') :]
+    section = section[: section.index("</section>")]
+    assert "20261205-140000" not in section
+    for text in shown:
+        assert text in section
+
+
+def test_no_health_section_without_health(tmp_path: Path) -> None:
+    from entrypoint.report.html import page
+
+    plant(tmp_path, 0, log="", body=record(0, nnodes=1))
+    experiment = collect.collect(tmp_path, EXP)
+    assert 'id="health"' not in page(experiment, cause_summary(experiment))
