@@ -37,10 +37,20 @@ RUN --mount=type=bind,source=docker/tools,target=/tmp/tools \
  || python3 -m pip install -q --no-cache-dir --timeout 20 --retries 1 py-spy \
  || echo "py-spy unavailable: stall diagnosis will use faulthandler dumps" >&2
 
+# tensorboardX (with protobuf, when the base lacks it) and nvidia-ml-py: the launcher's TensorBoard event files and GPU
+# samples. Wheels from docker/tools (scripts/setup-tools fetches them), else the package index; a requirement the
+# base already meets (NGC's numpy, protobuf, pynvml) is kept as it is. Without them the launcher says once that it
+# writes no event files, and training is unchanged.
+RUN --mount=type=bind,source=docker/tools,target=/tmp/tools \
+    export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1; \
+    python3 -m pip install -q --no-cache-dir --no-index --find-links /tmp/tools tensorboardX nvidia-ml-py \
+ || python3 -m pip install -q --no-cache-dir --timeout 20 --retries 1 tensorboardX nvidia-ml-py \
+ || echo "tensorboardX unavailable: the launcher will write no TensorBoard event files" >&2
+
 COPY entrypoint/data/job.yaml /etc/vla-entrypoint/job.yaml
 
-# The launcher itself, without dependencies (pyyaml and packaging come with the base; NGC's torch must not be
-# replaced) and without a pip cache. The source is bind-mounted, so no copy of it stays in a layer.
+# The launcher itself, without dependencies (pyyaml and packaging come with the base, tensorboardX and nvidia-ml-py
+# with the layer above; NGC's torch must not be replaced) and without a pip cache. The source is bind-mounted, so no copy of it stays in a layer.
 RUN --mount=type=bind,source=.,target=/tmp/vla-src,rw \
     python3 -c "import yaml, packaging" \
  || { echo "vla-entrypoint needs pyyaml and packaging in the base image's python3" >&2; exit 1; }; \

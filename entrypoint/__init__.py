@@ -13,13 +13,15 @@ The package mirrors the pipeline, one sub-package per stage:
 - `health/`   the node health gate: GPUs through NVML and the kernel log, RDMA ports, GPU measurements, each in a
               bounded child process; the verdict and the job's table. Runs from `launch/` (and `check`).
 - `launch/`   everything with side effects on the job: run, supervisor, watchdog, preflight, record.
+- `report/`   seeing the run: TensorBoard event files while it trains, the job's HTML report when it ends.
 - `plan.py`   the hub: every inspection resolved into one `Plan`, which *is* the launch.
 - `cli.py`    argv -> command.
 
 Import rules (checked by tests/unit/test_architecture.py): `core/` imports nothing of ours; `inspect/` only
 `core/`; `net/` only `core/`; `fabric/` and `taco/` only `core/`, `inspect/` and `net/`; `health/` only `core/`,
-`inspect/` and `fabric/` (`plan.py` reads what the gate will run from it); `fetch/` never imports `launch/`; nothing
-but `cli.py` imports `cli.py`. Inspection code (`core/`, `inspect/`, `fabric/`, `plan.py`)
+`inspect/` and `fabric/` (`plan.py` reads what the gate will run from it); `fetch/` never imports `launch/`;
+`report/` only `core/` and `inspect/` (`launch/` feeds it); nothing but `cli.py` imports `cli.py`. Inspection code
+(`core/`, `inspect/`, `fabric/`, `plan.py`)
 starts no process and writes nothing: only `launch/` acts on the job, and `fetch/` / `taco/` act only inside their
 own commands (downloading assets, installing the wheel on the way to launch, baking it at image build).
 """

@@ -1,4 +1,4 @@
-"""Command line: `vla-entrypoint [run|check|plan|preflight|fetch-assets] [--json] [settings flags]`.
+"""Command line: `vla-entrypoint [run|check|plan|preflight|report|fetch-assets] [--json] [settings flags]`.
 
 With no arguments it runs the job (the container's default command). Every settings flag has a `VLA_*`
 variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified (a bad command line too: argparse's
@@ -143,6 +143,17 @@ M = Catalogue(
             "下载并解压 openpi-assets 目录(开发机上执行一次):可断点续传,校验后再检查",
         ),
         "help-json": ("print one JSON object instead of text", "输出一个 JSON 对象而不是文本"),
+        "help-report": (
+            "one self-contained HTML page of the whole job (every node and run of the experiment: the cause, a "
+            "timeline, loss and step-time charts, checkpoints, exit codes, transport, TACO), written to "
+            "<log_dir>/<exp_name>-report.html",
+            "整个任务的单个自包含 HTML 页面(实验的所有节点与各次运行:原因摘要、时间线、loss 与步时曲线、检查点、"
+            "退出码、传输方式、TACO),写到 <log_dir>/<exp_name>-report.html",
+        ),
+        "help-report-out": (
+            "write the page here instead of <log_dir>/<exp_name>-report.html",
+            "把页面写到此处,而不是 <log_dir>/<exp_name>-report.html",
+        ),
         "help-assets": (
             "the dev machine (CFS mounted; no GPU, torchrun, openpi or TI-ONE variables needed): check the CFS tree "
             "only: assets (norm stats, weights, dataset, tokenizer), code/job.yaml, resume, checkpoint storage and "
@@ -215,6 +226,8 @@ PREFLIGHT_KEYS = (
     "preflight_timeout",
     "preflight_min_busbw",
 )
+# The settings `report` reads: where the experiment's files are.
+REPORT_KEYS = ("assets_root", "log_dir", "exp_name")
 FETCH_ASSETS = "fetch-assets"
 
 
@@ -343,7 +356,7 @@ def build_parser(command: str | None = None, lang: Lang = Lang.EN) -> _Parser:
     )
     parser.add_argument("--version", action="version", version=f"vla-entrypoint {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in ("run", "check", "plan", "preflight"):
+    for name in ("run", "check", "plan", "preflight", "report"):
         text = M(f"help-{name}")
         sub = commands.add_parser(
             name,
@@ -352,8 +365,10 @@ def build_parser(command: str | None = None, lang: Lang = Lang.EN) -> _Parser:
             epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        if name in ("check", "plan", "preflight"):
+        if name in ("check", "plan", "preflight", "report"):
             sub.add_argument("--json", action="store_true", help=_said(M("help-json"), lang))
+        if name == "report":
+            sub.add_argument("--out", metavar="PATH", help=_said(M("help-report-out"), lang))
         if name == "check":
             sub.add_argument("--assets", action="store_true", help=_said(M("help-assets"), lang))
             sub.add_argument("--nodes", type=int, metavar="N", help=_said(M("help-nodes"), lang))
@@ -361,7 +376,8 @@ def build_parser(command: str | None = None, lang: Lang = Lang.EN) -> _Parser:
             sub.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, metavar="G", help=gpus)
         parser.commands[name] = sub
         if command in (None, name):
-            _add_setting_flags(sub, lang, PREFLIGHT_KEYS if name == "preflight" else None)
+            keys = {"preflight": PREFLIGHT_KEYS, "report": REPORT_KEYS}.get(name)
+            _add_setting_flags(sub, lang, keys)
     fetch_help = M("help-fetch-assets")
     fetch = commands.add_parser(
         FETCH_ASSETS,
@@ -481,6 +497,17 @@ def _preflight(host: Host, args: argparse.Namespace) -> int:
     return ExitCode.PREFLIGHT_FAILED if result.failed else 0
 
 
+def _report(host: Host, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from entrypoint.core.settings import load_settings
+    from entrypoint.report.command import main as report
+
+    settings = load_settings(host.env, _flags(args))
+    out = Path(args.out) if args.out else None
+    return report(settings.path("log_dir"), settings.exp_name, out, args.json, language(host.env))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line's exit code. Output that cannot be written (a pipe closed by `| head`, a full disk) ends
     the command quietly: 141 for a closed pipe, 74 otherwise, never a traceback. A descriptor closed at start
@@ -573,6 +600,8 @@ def _main(argv: list[str]) -> int:
             return run(host, _flags(args))
         if args.command == "preflight":
             return _preflight(host, args)
+        if args.command == "report":
+            return _report(host, args)
         if args.command == FETCH_ASSETS:
             from entrypoint.fetch.command import main as fetch_assets
 

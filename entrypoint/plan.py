@@ -49,6 +49,7 @@ from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resum
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
 from entrypoint.inspect.seal import Seal, SealRole, plan_seal
 from entrypoint.inspect.storage import (
+    RootStorage,
     cache_demand,
     check_assets_root,
     check_checkpoint_storage,
@@ -210,6 +211,7 @@ ATTEMPT_MODULE = "entrypoint.launch.attempt"  # torchrun's worker entry for trai
 _MAX_INTERPRETERS = 4  # nested #! interpreters Linux follows
 MAX_ARG_BYTES = 131072  # MAX_ARG_STRLEN: the most one argument or variable passed to a program may take, NUL included
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
+REPORT_SUFFIX = "-report.html"  # <log_dir>/<exp>-report.html: the job's report (entrypoint/report/)
 
 
 class MemlockIntent(StrEnum):
@@ -282,6 +284,9 @@ class Launch:
     nccl_reason: Text
     wait_for_master: MasterWait | None  # a worker node waits for node 0's port before its first torchrun
     max_restarts: int = 0  # torchrun's --max_restarts: in-job restarts of every node's workers
+    events_dir: Path | None = None  # this node's TensorBoard event files (None: none are written)
+    report: Path | None = None  # the job's report, written at the end (node 0) or on this node's failure
+    metrics_interval: int = 0  # seconds between GPU samples in the event files (0: none)
 
     @property
     def memlock_reason(self) -> Text:
@@ -310,6 +315,9 @@ class Launch:
             "wait_for_master": self.wait_for_master.to_json() if self.wait_for_master else None,
             "max_restarts": self.max_restarts,
             "rendezvous": "static",
+            "events_dir": str(self.events_dir) if self.events_dir else None,
+            "report": str(self.report) if self.report else None,
+            "metrics_interval_s": self.metrics_interval,
         }
 
 
@@ -446,6 +454,16 @@ def node_files(settings: Settings, node_rank: int, stamp: str) -> NodeFiles:
             break
         chosen = f"{stamp}-{n}"
     return NodeFiles(chosen, log_dir / f"{stem}{chosen}.log")
+
+
+def events_dir(settings: Settings, node_rank: int, files: NodeFiles, root: RootStorage) -> Path | None:
+    """`<tensorboard_dir>/<exp>/node<rank>-<stamp>`: one TensorBoard run per node and run. None when turned off,
+    when this node writes no files (its log folder cannot be written) or when the folder lies under an unmounted
+    assets root."""
+    base = settings.path("tensorboard_dir")
+    if base is None or files.log is None or root.withheld(base) is not None:
+        return None
+    return base / settings.exp_name / f"node{node_rank}-{files.stamp}"
 
 
 def memlock_intent(memlock: Memlock) -> MemlockIntent:
@@ -824,6 +842,9 @@ def build_plan(
             topology, settings.master_wait_timeout, preflight_first=settings.preflight is not PreflightMode.OFF
         ),
         max_restarts=settings.max_restarts,
+        events_dir=events_dir(settings, topology.node_rank, files, root),
+        report=files.log.with_name(f"{settings.exp_name}{REPORT_SUFFIX}") if files.log else None,
+        metrics_interval=settings.metrics_interval,
     )
     if stated is not None:
         findings = assets_findings(findings, settings, inherited)

@@ -215,7 +215,7 @@ def setting(
 _NO_ENV: Mapping[str, str] = types.MappingProxyType({})
 
 PathName = Literal["assets_root", "openpi_dir", "assets_base_dir", "checkpoint_base_dir", "lerobot_home", "log_dir"]
-OptionalPathName = Literal["weights"]
+OptionalPathName = Literal["weights", "tensorboard_dir"]
 
 
 @dataclass(frozen=True)
@@ -303,6 +303,21 @@ class Settings:
         "per-node logs and start-up records; relative to assets_root",
         "各节点日志与启动记录;相对于 assets_root",
         path=True,
+    )
+    tensorboard_dir: str | None = setting(
+        "logs/tensorboard",
+        "TensorBoard event files, in <tensorboard_dir>/<exp_name>/node<rank>-<stamp>/ (training scalars from node 0, "
+        "GPU samples from every node); relative to assets_root; 'none' writes none",
+        "TensorBoard 事件文件,位于 <tensorboard_dir>/<exp_name>/node<节点>-<时间>/(0 号节点写训练指标,"
+        "每个节点写 GPU 采样);相对于 assets_root;设为 'none' 则不写",
+        path=True,
+    )
+    metrics_interval: int = setting(
+        10,
+        "seconds between GPU samples (NVML: utilisation, memory, power, SM clock, temperature, throttle reasons) "
+        "in the event files; 0: no GPU samples",
+        "事件文件中 GPU 采样的间隔秒数(NVML:利用率、显存、功耗、SM 时钟、温度、降频原因);0 表示不采样",
+        minimum=0,
     )
     device: Device = setting(
         Device.GPU,

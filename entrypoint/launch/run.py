@@ -47,6 +47,7 @@ from entrypoint.launch.storage_watch import StorageWatch
 from entrypoint.launch.supervisor import StartFailed, Supervisor, Tee
 from entrypoint.launch.watchdog import Watchdog
 from entrypoint.plan import MemlockIntent, Plan, build_plan
+from entrypoint.report.metrics import Metrics
 from entrypoint.taco.activate import TacoActivation, activate_taco
 from entrypoint.taco.summary import SummaryReader
 
@@ -86,6 +87,7 @@ RUN = Catalogue(
 
 
 STORAGE_GIVE_UP_S = 300.0  # without VLA_STALL_TIMEOUT: how long a CFS may not answer before the job is ended
+REPORT_WAIT_S = 60.0  # the job's report at the end: written within this, or said and left (`vla-entrypoint report`)
 
 
 class OutcomeClass(StrEnum):
@@ -203,10 +205,22 @@ def write_seal(seal: Seal) -> bool:
     return True
 
 
-def _ended_early(record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
+def _ended_early(plan: Plan, out: Tee, lang: Lang, record: StartupRecord, code: int, outcome: OutcomeClass) -> int:
     record.data["outcome"] = {"exit_code": code, "class": outcome.value}
     record.write()
+    job_report(plan, out, lang, code)
     return code
+
+
+def job_report(plan: Plan, out: Tee, lang: Lang, code: int) -> None:
+    """The whole job's report (`entrypoint.report`): node 0 at every end, any node on its own failure. A report
+    that cannot be written (in time) is said; it never changes the exit code."""
+    path = plan.launch.report
+    if path is None or (code == 0 and plan.topology.node_rank != 0):
+        return
+    from entrypoint.report.command import write_in_time
+
+    line(out, lang, write_in_time(plan.settings.path("log_dir"), plan.settings.exp_name, path, REPORT_WAIT_S))
 
 
 def apply_patch(state: PatchState, openpi_dir: Path) -> tuple[bool, str]:
@@ -262,12 +276,13 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if plan.exit_code:
         misspecified = plan.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
-        return _ended_early(record, plan.exit_code, failed_as)
+        return _ended_early(plan, out, lang, record, plan.exit_code, failed_as)
     if write_seal(plan.seal):  # the other nodes take this verdict instead of reading every episode file again
         line(out, lang, RUN("sealed", path=str(plan.seal.path)))
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
-        say(out, lang, "already-finished", step=plan.resume.step)
-        return _ended_early(record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+        code = _ended_early(plan, out, lang, record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
+        say(out, lang, "already-finished", step=plan.resume.step)  # the node's last line says why nothing ran
+        return code
     if plan.health is not None and plan.health.runs:  # before any GPU time is spent, and before anything is moved
         from entrypoint.launch.health_gate import start_gate
 
@@ -275,7 +290,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
             gate = start_gate(plan, Host.current(plan.inherited), out, lang, record.started_at)
         record.data["health"] = gate.to_json()
         if gate.failed:
-            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     elif plan.health is not None and plan.health.mode is not HealthMode.OFF:  # no GPU here: said in one line
         line(out, lang, plan.health.reason)
         record.data["health"] = {"gate": plan.health.to_json(), "status": "skipped"}
@@ -288,7 +303,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         health_summary([taco.finding], M("taco-heading").en, lang, out)
         misspecified = taco.finding.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
-        return _ended_early(record, taco.finding.exit_code, failed_as)
+        return _ended_early(plan, out, lang, record, taco.finding.exit_code, failed_as)
     target = launch.wait_for_master
     if target is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
@@ -297,7 +312,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         if master.finding is not None:
             fields = {"variable": target.variable, "addr": target.addr, "port": target.port}
             health_summary([master.finding], M("master-heading", rank=topo.node_rank, **fields).en, lang, out)
-            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     env = taco.env
     if launch.preflight is not PreflightMode.OFF:
         from entrypoint.launch.preflight import run_preflight, table
@@ -309,7 +324,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
             out.write(table(preflight, lang) + "\n")
         health_summary(preflight.findings, M("preflight-heading").en, lang, out)
         if launch.preflight is PreflightMode.FAIL and preflight.failed:
-            return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     nccl_dir = launch.files.nccl_dir if launch.nccl_debug else None
     if nccl_dir is not None:
         try:
@@ -345,19 +360,28 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         env,
         flight_recorder.training_python(launch.command[0], env),
     )
+    attempts = Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank)
+    metrics = Metrics(
+        launch.events_dir,
+        batch_size=settings.batch_size,
+        interval_s=launch.metrics_interval,
+        say=lambda text: line(out, lang, text),
+        attempts=lambda: [(a.number, a.cause.value if a.cause else None) for a in list(attempts.attempts)],
+    )
+    metrics.start()
     supervisor = Supervisor(
         launch.command,
         launch.cwd,
         env,
         out,
-        [progress, tail, taco_reader],
+        [progress, tail, taco_reader, metrics],
         settings.grace_period,
         watchdog,
         tail,
         settings.stall_action,
         launch.files.stacks,
         lang,
-        Attempts(launch.max_restarts, record.t0, progress, launch.files.attempts, node_rank=topo.node_rank),
+        attempts,
         exchange,
     )
     watch = _watch_storage(plan, supervisor, record, out, lang)
@@ -369,14 +393,15 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         what = RUN("start-failed", program=failure.program, error=os_error_text(failure.error))
         finding = failed("trainer.torchrun", what, RUN("start-failed-fix"), failure.program)
         health_summary([finding], RUN("start-heading").en, lang, out)
-        return _ended_early(record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+        metrics.close(ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED.value)
+        return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     finally:
         watch.stop()
     if watch.stalled is not None and (cause := watch.cause()) is not None:  # the record cannot go to the log folder
         line(out, lang, cause)
         _record_locally(record, str(topo.node_rank), code, cause.en, watch.stalled, out, lang)
         return code
-    return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader)
+    return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader, metrics)
 
 
 def _report(
@@ -390,8 +415,10 @@ def _report(
     tail: OutputTail,
     taco: TacoActivation,
     taco_reader: SummaryReader,
+    metrics: Metrics,
 ) -> int:
-    """The record's progress, transport proof and outcome, and the closing lines."""
+    """The record's progress, transport proof and outcome, the event files' end, the closing lines and the job's
+    report."""
     files = plan.launch.files
     summary = progress.to_json()
     if progress.first_step_at is not None:
@@ -419,6 +446,7 @@ def _report(
     if supervisor.gave_up is not None:
         outcome.update({"class": OutcomeClass.DO_NOT_REQUEUE.value, "verdict": supervisor.gave_up.value})
     record.data["outcome"] = outcome
+    metrics.close(code, str(outcome["class"]))
     taco_outcome = taco.outcome(taco_reader.close(), plan.topology.node_rank)
     record.data["taco"] = {**taco.to_json(), "outcome": taco_outcome.to_json()}
     record.write()
@@ -427,6 +455,7 @@ def _report(
     line(out, lang, taco_outcome.message)
     if cause:
         say(out, lang, "root-cause", cause=cause)
+    job_report(plan, out, lang, code)
     if out.file is not None:
         say(out, lang, "node-files", log=str(files.log), record=str(record.path))
     if supervisor.culprit_line is not None:  # the stall's culprit, where a reader of the last line looks

@@ -22,8 +22,9 @@ ALLOWED = {
     "fetch": {"core", "inspect", "net"},
     "health": {"core", "inspect", "fabric"},
     "plan": {"core", "inspect", "fabric", "taco", "health"},
-    "launch": {"core", "inspect", "fabric", "taco", "plan", "health"},
-    "cli": {"core", "inspect", "fabric", "taco", "net", "fetch", "launch", "plan", "health"},
+    "report": {"core", "inspect"},
+    "launch": {"core", "inspect", "fabric", "taco", "plan", "health", "report"},
+    "cli": {"core", "inspect", "fabric", "taco", "net", "fetch", "launch", "plan", "health", "report"},
     "__main__": {"cli"},
 }
 # Modules that only inspect: they start no process and change nothing on disk.

@@ -97,3 +97,21 @@ def test_check_start_up_is_reported_against_a_regression_guard(check_ms: float, 
     text = bc.markdown(found, results, [("json", 0.001)], run)
     assert f"{verdict} the\nregression guard of 15×" in text and "--guard 15" in text
     assert "goal is" not in text
+
+
+def test_metrics_bench_writes_its_section(tmp_path: Path) -> None:
+    """scripts/bench_metrics on a few lines: its section lands in the file between its markers, others kept."""
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# Benchmarks\n\n<!-- bench:gpu begin -->\n## GPU\n\nkept\n<!-- bench:gpu end -->\n")
+    small = ("--lines", "300", "--reps", "1", "--idle", "0.2")
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.bench_metrics", *small, "--write", str(out), "--allow-uncommitted"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert md.sections_in(text) == ["gpu", "metrics"] and "kept" in text
+    assert "| metrics thread: one logged step (6 scalars encoded and written) |" in text
