@@ -4,7 +4,10 @@ the absurd; outliers warn, and fail under VLA_HEALTH=fail; a GPU whose measureme
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -161,3 +164,40 @@ def test_a_crash_and_a_hang_are_named_and_bounded(tmp_path):
 def test_no_python_to_measure_with_skips(tmp_path):
     run = run_active(None, {}, allreduce=False, timeout=1)
     assert run.status is ActiveStatus.SKIPPED
+
+
+FAKE_TORCH = Path(__file__).resolve().parents[1] / "support" / "faketorch"
+
+
+def worker(tmp_path: Path, allreduce: bool = False, **env: str):
+    """`active.py` itself, in a child, over a stand-in torch of `FAKE_TORCH_GPUS` devices."""
+    full = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(FAKE_TORCH), **env}
+    return run_active(sys.executable, full, allreduce=allreduce, timeout=60)
+
+
+def test_the_worker_measures_every_gpu_at_once_and_reports_each_by_its_identity(tmp_path):
+    run = worker(tmp_path, allreduce=True, FAKE_TORCH_GPUS="3", FAKE_TORCH_SLOW="1")
+    assert run.status is ActiveStatus.OK and run.import_s is not None and run.allreduce_gbps is not None
+    assert [g.bus_id for g in run.gpus] == ["00000000:18:00.0", "00000000:28:00.0", "00000000:38:00.0"]
+    assert run.gpus[0].uuid == fake.gpu(0)["uuid"] and all(g.h2d_gbps and g.d2d_gbps for g in run.gpus)
+    tflops = [g.tflops or 0 for g in run.gpus]
+    assert tflops[1] < tflops[0] / 2 and tflops[1] < tflops[2] / 2  # the slow device is the slow figure
+
+
+def test_the_worker_names_a_gpu_whose_work_raised_and_skips_the_all_reduce(tmp_path):
+    run = worker(tmp_path, allreduce=True, FAKE_TORCH_GPUS="2", FAKE_TORCH_FAIL="1")
+    assert run.status is ActiveStatus.OK and run.allreduce_gbps is None
+    assert run.gpus[0].error is None and "uncorrectable ECC" in (run.gpus[1].error or "")
+
+
+@pytest.mark.parametrize(
+    "env, why", [({}, "no-torch"), ({"FAKE_TORCH_GPUS": "0"}, "no-cuda")], ids=["no-torch", "no-cuda"]
+)
+def test_the_worker_without_torch_or_cuda_says_so(tmp_path, env, why):
+    if why == "no-torch":
+        if importlib.util.find_spec("torch") is not None:
+            pytest.skip("torch is installed for this Python")
+        run = run_active(sys.executable, {"PATH": "/usr/bin:/bin"}, allreduce=False, timeout=60)
+    else:
+        run = worker(tmp_path, **env)
+    assert run.status is ActiveStatus.SKIPPED and run.why is not None
