@@ -63,7 +63,9 @@ def test_image_metadata_and_size(docker_client, built_image):
         f"largest layer {max(layer['Size'] for layer in layers)})"
     )
     assert added < 16 * 1024 * 1024  # py-spy (~7 MB) is most of it
-    assert package["Size"] < 2 * 1024 * 1024 and layers[0] is package  # the often-changed layer is last and small
+    # the often-changed layer is last and small: the launcher's sources and their bytecode (2.9 MB with the health gate,
+    # the report and the storage probes), never a dependency
+    assert package["Size"] < 4 * 1024 * 1024 and layers[0] is package
     check = run_container(
         docker_client,
         built_image,
