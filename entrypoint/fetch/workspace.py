@@ -181,7 +181,7 @@ def io_problem(error: OSError, where: Path) -> UserError:
     return PreflightFailed(
         "fetch.io",
         str(getattr(error, "filename", None) or where),
-        M("io-failed", error=error),
+        M("io-failed", error=os_error_text(error)),
         M("io-failed-fix"),
     )
 

@@ -64,6 +64,7 @@ from typing import IO, Protocol, TextIO, TypeAlias
 from entrypoint.core.masking import mask_text, safe_url
 from entrypoint.core.messages import Lang, Text, render
 from entrypoint.core.numbers import whole_number
+from entrypoint.core.oserror import os_error_text
 from entrypoint.net.messages import MESSAGES as M
 from entrypoint.net.source import (
     DownloadError,
@@ -535,7 +536,7 @@ class _Transfer:
         """A host name that did not resolve: at once final when it does not exist (EAI_NONAME, EAI_NODATA), else a
         lookup to try again (`lookup_attempts`)."""
         host, variable = _route(self.url)
-        reason = error.strerror or str(error)
+        reason = os_error_text(error)
         shown = safe_url(self.url)
         if error.errno in _NO_SUCH_NAME:
             detail = M("name-unknown", host=host, reason=reason)
