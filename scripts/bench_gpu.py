@@ -10,6 +10,10 @@ record), the mean step time, and the step-time ratio entrypoint / bare of each p
 order effect itself, and every pair with its order; plus GPU memory of a rank that touches JAX with and without
 JAX_PLATFORMS=cpu.
     python3 -m scripts.bench_gpu --out RESULTS.md [--reps 6] [--warmup 1] [--steps 2000]   # from the repository root
+
+With `--b-env KEY=VALUE` (repeatable) the second way is the entrypoint again with those settings instead of the
+bare torchrun (e.g. `--b-env VLA_HEALTH=off` for the health gate's cost, `--b-env VLA_METRICS_INTERVAL=0` and
+`--b-env VLA_EVENTS=off` for the event files'), and the JAX comparison is left out.
 """
 
 from __future__ import annotations
@@ -93,7 +97,12 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="discarded pairs run first (default 1)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--log-interval", type=int, default=100)
+    parser.add_argument(
+        "--b-env", action="append", default=[], metavar="KEY=VALUE", help="B = the entrypoint with these settings"
+    )
     args = parser.parse_args()
+    b_env = dict(item.split("=", 1) for item in args.b_env)
+    b_label = f"entrypoint with {', '.join(args.b_env)}" if b_env else "bare `torchrun`, same command and env"
     if args.reps < 2 or args.reps % 2:
         parser.error("--reps must be even and at least 2: the order is cancelled per pair of pairs (ABBA)")
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
@@ -120,8 +129,8 @@ def main() -> int:
 
     def one(way: str, name: str) -> dict[str, object]:
         env = dict(base, VLA_EXP_NAME=name)
-        if way == "entrypoint":
-            result = timed(entry, env)
+        if way == "entrypoint" or b_env:
+            result = timed(entry, env if way == "entrypoint" else env | b_env)
             record = json.loads(max((assets / "logs").glob(f"{name}-*.json")).read_text())
             result["own_s"] = record["process_age_at_launch_s"]
             return result
@@ -147,8 +156,12 @@ def main() -> int:
 
     jax = {}
     for label, extra in (
-        ("JAX_PLATFORMS=cpu (the entrypoint's default)", {}),
-        ("JAX_PLATFORMS unset", {"JAX_PLATFORMS": "__unset__"}),
+        ()
+        if b_env
+        else (
+            ("JAX_PLATFORMS=cpu (the entrypoint's default)", {}),
+            ("JAX_PLATFORMS unset", {"JAX_PLATFORMS": "__unset__"}),
+        )
     ):
         env = dict(
             base, STANDIN_USE_JAX="1", VLA_NUM_TRAIN_STEPS="4", VLA_SAVE_INTERVAL="4", VLA_EXP_NAME=f"jax{len(jax)}"
@@ -182,16 +195,18 @@ def main() -> int:
         f"Machine: {gpu}; Python {sys.version.split()[0]}; torch {__import__('torch').__version__}; "
         f"NCCL {'.'.join(map(str, __import__('torch').cuda.nccl.version()))}.",
         f"Command: `python3 -m scripts.bench_gpu --out RESULTS.md --reps {args.reps} --warmup {args.warmup} "
-        f"--steps {args.steps}` (stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every "
+        f"--steps {args.steps}{''.join(f' --b-env {item}' for item in args.b_env)}` "
+        f"(stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every "
         f"{args.log_interval}; {args.warmup} discarded warm-up pair(s), then {args.reps} pairs in alternating order, "
-        "even pairs entrypoint first, odd pairs bare torchrun first; median (min, max)).",
+        "even pairs entrypoint first, odd pairs the other way first; median (min, max)).",
         "",
-        "| measure | entrypoint (`vla-entrypoint run`) | bare `torchrun`, same command and env |",
+        f"| measure | entrypoint (`vla-entrypoint run`) | {b_label} |",
         "| --- | --- | --- |",
         f"| process start → first logged step (s) | {med([r['first_step_s'] for r in rows['entrypoint']])} | "
         f"{med([r['first_step_s'] for r in rows['bare torchrun']])} |",
         "| entrypoint's own share: process start (interpreter included) → torchrun exec (s) | "
-        f"{spread([r['own_s'] for r in rows['entrypoint']])} | — |",
+        f"{spread([r['own_s'] for r in rows['entrypoint']])} | "
+        f"{spread([r['own_s'] for r in rows['bare torchrun']]) if b_env else '—'} |",
         f"| mean step time (ms) | {med(step_ms['entrypoint'])} | {med(step_ms['bare torchrun'])} |",
         f"| step-time ratio entrypoint / bare, per pair: median (spread) | {spread(ratios)} | 1 |",
         "| step-time ratio with the order cancelled, per ABBA block √(r_AB · r_BA): median (spread) | "
@@ -205,12 +220,16 @@ def main() -> int:
             f"| {i} | {order} | {e:.3f} | {b:.3f} | {e / b:.3f} |"
             for i, (order, e, b) in enumerate(zip(orders, step_ms["entrypoint"], step_ms["bare torchrun"], strict=True))
         ),
-        "",
-        "JAX in a training process (the stand-in runs a `jax.numpy` op at step 1, as openpi's transforms do):",
-        "",
-        "| environment | JAX backend and the rank's GPU memory (nvidia-smi) |",
-        "| --- | --- |",
-    ] + [f"| {label} | {value} |" for label, value in jax.items()]
+    ]
+    if jax:
+        text += [
+            "",
+            "JAX in a training process (the stand-in runs a `jax.numpy` op at step 1, as openpi's transforms do):",
+            "",
+            "| environment | JAX backend and the rank's GPU memory (nvidia-smi) |",
+            "| --- | --- |",
+            *(f"| {label} | {value} |" for label, value in jax.items()),
+        ]
     Path(args.out).write_text("\n".join(text) + "\n")
     print("\n".join(text))
     return 0

@@ -76,3 +76,25 @@ def test_preflight_on_one_gpu_says_there_are_no_peers(gpu_env):
     result = launch(gpu_env, "preflight")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "single GPU has no peers" in result.stdout
+
+
+def test_gpu_samples_from_the_real_nvml_reach_tensorboard(gpu_env):
+    """Every second during training, NVML's figures of the GPU that trains land in the node's event files."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    env = {**gpu_env, "VLA_METRICS_INTERVAL": "1", "VLA_NUM_TRAIN_STEPS": "3000", "VLA_SAVE_INTERVAL": "3000"}
+    result = launch(env, "run")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (folder,) = (Path(env["VLA_ASSETS_ROOT"]) / "logs" / "tensorboard").glob("*/node0-*")
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+
+    def values(name: str) -> list[float]:
+        return [e.value for e in events.Scalars(f"gpu0/{name}")]
+
+    assert {"gpu0/utilization_pct", "gpu0/power_w", "gpu0/sm_clock_mhz", "train/loss"} <= tags, sorted(tags)
+    print(f"\n{len(values('utilization_pct'))} samples; utilisation {values('utilization_pct')}")
+    assert max(values("utilization_pct")) > 0  # the GPU that trains was seen busy
+    assert min(values("memory_total_mib")) > 16 * 1024 and max(values("memory_used_mib")) > 0
+    assert all(0 < watts < 2000 for watts in values("power_w")) and max(values("sm_clock_mhz")) > 100
