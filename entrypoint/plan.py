@@ -45,6 +45,7 @@ from entrypoint.inspect.environment import EnvPlan, flight_recorder_env, node_da
 from entrypoint.inspect.mounts import Mount, mount_table
 from entrypoint.inspect.openpi import TRAINER_SCRIPT, TrainerFlags
 from entrypoint.inspect.patch import PatchState, PatchStatus, patch_state, transformers_dir
+from entrypoint.inspect.prefetch import Prefetch, plan_prefetch
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision, decide_resume
 from entrypoint.inspect.scope import Scope, StatedShape, assets_findings, stated_shape
 from entrypoint.inspect.seal import Seal, SealRole, plan_seal
@@ -287,6 +288,7 @@ class Launch:
     events_dir: Path | None = None  # this node's TensorBoard event files (None: none are written)
     report: Path | None = None  # the job's report, written at the end (node 0) or on this node's failure
     metrics_interval: int = 0  # seconds between GPU samples in the event files (0: none)
+    prefetch: Prefetch | None = None  # files read into the page cache while the trainer starts (None: none)
 
     @property
     def memlock_reason(self) -> Text:
@@ -318,6 +320,7 @@ class Launch:
             "events_dir": str(self.events_dir) if self.events_dir else None,
             "report": str(self.report) if self.report else None,
             "metrics_interval_s": self.metrics_interval,
+            "prefetch": self.prefetch.to_json() if self.prefetch else None,
         }
 
 
@@ -464,6 +467,15 @@ def events_dir(settings: Settings, node_rank: int, files: NodeFiles, root: RootS
     if base is None or files.log is None or root.withheld(base) is not None:
         return None
     return base / settings.exp_name / f"node{node_rank}-{files.stamp}"
+
+
+def prefetch_files(settings: Settings, resume: ResumeDecision, root: RootStorage) -> Prefetch | None:
+    """The files `run` reads into the page cache while the trainer starts: the base weights, and the checkpoint
+    training resumes from. None when turned off, when there is no such file or under an unmounted assets root."""
+    if not settings.prefetch or root.withheld(resume.experiment_dir) is not None:
+        return None
+    step = resume.step if resume.action is ResumeAction.RESUME else None
+    return plan_prefetch(settings.path("weights"), resume.experiment_dir, step)
 
 
 def memlock_intent(memlock: Memlock) -> MemlockIntent:
@@ -845,6 +857,7 @@ def build_plan(
         events_dir=events_dir(settings, topology.node_rank, files, root),
         report=files.log.with_name(f"{settings.exp_name}{REPORT_SUFFIX}") if files.log else None,
         metrics_interval=settings.metrics_interval,
+        prefetch=prefetch_files(settings, resume, root),
     )
     if stated is not None:
         findings = assets_findings(findings, settings, inherited)

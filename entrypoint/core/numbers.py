@@ -45,3 +45,14 @@ def _width(maximum: int, base: int) -> int:
         rest //= base
         width += 1
     return width
+
+
+def human_bytes(n: float) -> str:
+    """`512 B`, `1.5 KiB`, `12.0 MiB`, `33.1 GiB` (GiB is the largest unit)."""
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            break
+    return f"{n:.1f} {unit}"

@@ -319,6 +319,12 @@ class Settings:
         "事件文件中 GPU 采样的间隔秒数(NVML:利用率、显存、功耗、SM 时钟、温度、降频原因);0 表示不采样",
         minimum=0,
     )
+    prefetch: bool = setting(
+        True,
+        "read the base weights and the checkpoint training resumes from into this node's page cache while the "
+        "trainer imports and builds its model (one reader per node, at most half of the available memory)",
+        "训练进程导入与构建模型期间,把基座权重和续训所用检查点读入本节点页缓存(每节点一个读取进程,最多占可用内存的一半)",
+    )
     device: Device = setting(
         Device.GPU,
         "gpu, or cpu for demos and tests (gloo, no GPU checks)",

@@ -172,6 +172,7 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
     from entrypoint.core.host import Host
     from entrypoint.core.masking import safe_url
     from entrypoint.core.messages import language
+    from entrypoint.core.numbers import human_bytes
     from entrypoint.core.settings import load_settings
     from entrypoint.fetch.manifest import check_source, load_manifest, select
     from entrypoint.fetch.messages import MESSAGES as M
@@ -182,7 +183,6 @@ def main(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Te
     from entrypoint.fetch.workspace import Workspace
     from entrypoint.inspect.mounts import mount_table
     from entrypoint.inspect.storage_probe import StorageProbe
-    from entrypoint.net.download import human_bytes
 
     env = dict(os.environ) if env is None else dict(env)
     out = out or sys.stdout
@@ -304,10 +304,10 @@ def _fetch(
     root: Path, workspace: Workspace, todo: list[Entry], options: FetchOptions, progress: Progress
 ) -> list[Outcome]:
     """Probe every source, check the space, then fetch the entries one by one, reporting each."""
+    from entrypoint.core.numbers import human_bytes
     from entrypoint.fetch.job import EntryJob, probe_sources, space_needed
     from entrypoint.fetch.messages import MESSAGES as M
     from entrypoint.fetch.progress import duration
-    from entrypoint.net.download import human_bytes
 
     remotes = probe_sources(todo, workspace, options.download, progress)
     todo = [e for e in todo if e.name in remotes]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TextIO, cast
 
 from entrypoint.core.messages import Lang, Text, render
+from entrypoint.core.numbers import human_bytes
 from entrypoint.fetch.messages import MESSAGES as M
-from entrypoint.net.download import human_bytes
 
 _BAR = 20  # characters of the terminal bar
 _WIDTH = 200  # a redrawn line is cut here so that it never wraps on a usual terminal

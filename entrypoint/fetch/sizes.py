@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from entrypoint.core.messages import Text
+from entrypoint.core.numbers import human_bytes
 from entrypoint.fetch.manifest import Entry
 from entrypoint.fetch.messages import MESSAGES as M
-from entrypoint.net.download import HeadAnswer, SizeUnknown, head_sizes, human_bytes
+from entrypoint.net.download import HeadAnswer, SizeUnknown, head_sizes
 
 HEAD_TIMEOUT_S = 5.0  # a dry run answers in seconds even offline
 

@@ -26,17 +26,19 @@ from entrypoint.core.host import Host, process_age_s
 from entrypoint.core.messages import Catalogue, Lang, language
 from entrypoint.core.oserror import os_error_text
 from entrypoint.core.report import command_line, health_summary, problem_block
-from entrypoint.core.settings import HealthMode, PreflightMode, StallAction
+from entrypoint.core.settings import HealthMode, PreflightMode, Settings, StallAction
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_log import proof_findings, read_logs
 from entrypoint.inspect.patch import MARKER, PatchState, PatchStatus
-from entrypoint.inspect.resume import ResumeAction, set_aside
+from entrypoint.inspect.prefetch import Prefetch, plan_prefetch
+from entrypoint.inspect.resume import ResumeAction, decide_resume, set_aside
 from entrypoint.inspect.seal import Seal, SealRole
 from entrypoint.inspect.storage_probe import Answer, StorageNotAnswering
 from entrypoint.launch import flight_recorder
 from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
+from entrypoint.launch.prefetch import Reader
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord
 from entrypoint.launch.rendezvous_wait import wait_for_master
@@ -294,6 +296,18 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     elif plan.health is not None and plan.health.mode is not HealthMode.OFF:  # no GPU here: said in one line
         line(out, lang, plan.health.reason)
         record.data["health"] = {"gate": plan.health.to_json(), "status": "skipped"}
+    reader = Reader(Host.current(plan.inherited), out, lang)
+    if launch.prefetch is not None:  # the trainer reads these files after a minute of imports and model build
+        reader.start(launch.prefetch)
+    try:
+        return _launch(plan, out, record, lang, reader)
+    finally:
+        reader.close()  # an early end (TACO, the master wait, the preflight) ends the read too
+
+
+def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Reader) -> int:
+    """From the node's preparation to training's end: TACO, the master wait, the preflight, torchrun."""
+    topo, launch = plan.topology, plan.launch
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
     with record.phase("taco"):
@@ -369,6 +383,8 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         attempts=lambda: [(a.number, a.cause.value if a.cause else None) for a in list(attempts.attempts)],
     )
     metrics.start()
+    if launch.prefetch is not None:
+        reader.follow_restarts(lambda: len(attempts.attempts), lambda: restart_prefetch(settings))
     supervisor = Supervisor(
         launch.command,
         launch.cwd,
@@ -397,11 +413,21 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
         return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
     finally:
         watch.stop()
+        reader.close()
+        if reader.outcomes:
+            record.data["prefetch"] = reader.to_json()
     if watch.stalled is not None and (cause := watch.cause()) is not None:  # the record cannot go to the log folder
         line(out, lang, cause)
         _record_locally(record, str(topo.node_rank), code, cause.en, watch.stalled, out, lang)
         return code
     return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader, metrics)
+
+
+def restart_prefetch(settings: Settings) -> Prefetch | None:
+    """After an in-job restart: the base weights and the newest complete checkpoint, which the trainer resumes from."""
+    decision = decide_resume(settings)
+    step = decision.step if decision.action is ResumeAction.RESUME else None
+    return plan_prefetch(settings.path("weights"), decision.experiment_dir, step)
 
 
 def _report(

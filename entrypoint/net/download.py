@@ -28,7 +28,7 @@ the error and the checks that need no connection live in `net.source`.
 Beyond `fetch`, for large files (`vla-entrypoint fetch-assets`):
 - `probe(url, options)` asks for one byte (`Range: bytes=0-0`) and reports the size, whether the server honours
   ranges, and the validator (ETag or Last-Modified) that later range requests send as `If-Range`.
-- `head_size(url, timeout_s)` asks once with HEAD for the size (`--dry-run`): no retry, and every failure is an
+- `headhuman_bytes(url, timeout_s)` asks once with HEAD for the size (`--dry-run`): no retry, and every failure is an
   answer (`HeadAnswer`: the size, or why it is unknown); `head_sizes` asks for several at once within one timeout.
 - `OrderedStream` yields a URL's bytes `[start, size)` in order, with the same timeouts and retries: several
   range requests of `segment_bytes` in parallel when the server allows it, never more than `window` segments held
@@ -63,7 +63,7 @@ from typing import IO, Protocol, TextIO, TypeAlias
 
 from entrypoint.core.masking import mask_text, safe_url
 from entrypoint.core.messages import Lang, Text, render
-from entrypoint.core.numbers import whole_number
+from entrypoint.core.numbers import human_bytes, whole_number
 from entrypoint.core.oserror import os_error_text
 from entrypoint.net.messages import MESSAGES as M
 from entrypoint.net.source import (
@@ -191,35 +191,28 @@ class _Meter:
         seconds = self._due()
         if seconds is None:
             return
-        rate = _size(have / seconds)
+        rate = human_bytes(have / seconds)
         if total:
-            self.say(M("progress-of", have=_size(have), total=_size(total), percent=100 * have // total, rate=rate))
+            self.say(
+                M(
+                    "progress-of",
+                    have=human_bytes(have),
+                    total=human_bytes(total),
+                    percent=100 * have // total,
+                    rate=rate,
+                )
+            )
         else:
-            self.say(M("progress", have=_size(have), rate=rate))
+            self.say(M("progress", have=human_bytes(have), rate=rate))
 
     def hashing(self, have: int) -> None:
         seconds = self._due()
         if seconds is not None:
-            self.say(M("hashing", have=_size(have), rate=_size(have / seconds)))
+            self.say(M("hashing", have=human_bytes(have), rate=human_bytes(have / seconds)))
 
     def done(self, size: int, seconds: float, digest: str) -> None:
-        rate = _size(size / max(seconds, 1e-9))
-        self.say(M("done", size=_size(size), seconds=seconds, rate=rate, digest=digest[:16]))
-
-
-def human_bytes(n: float) -> str:
-    """`512 B`, `1.5 KiB`, `12.0 MiB`, `33.1 GiB`."""
-    return _size(n)
-
-
-def _size(n: float) -> str:
-    if n < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if n < 1024 or unit == "GiB":
-            break
-    return f"{n:.1f} {unit}"
+        rate = human_bytes(size / max(seconds, 1e-9))
+        self.say(M("done", size=human_bytes(size), seconds=seconds, rate=rate, digest=digest[:16]))
 
 
 def _route(url: str) -> tuple[str, str | None]:
@@ -632,7 +625,7 @@ class _HeadRedirect(_NoDowngrade):
         return new
 
 
-def head_size(source: str, timeout_s: float, allow_http: bool = False) -> HeadAnswer:
+def headhuman_bytes(source: str, timeout_s: float, allow_http: bool = False) -> HeadAnswer:
     """The size of `source` from one HEAD request (no retry; connect and answer each within `timeout_s`), or of a
     local file from its stat. Raises `DownloadError` only for a source the policy refuses (`check_scheme`);
     everything the network does becomes an answer."""
@@ -669,7 +662,7 @@ def head_sizes(sources: list[str], timeout_s: float, allow_http: bool = False) -
     answers: dict[str, HeadAnswer] = {}
 
     def ask(source: str) -> None:
-        answers[source] = head_size(source, timeout_s, allow_http)
+        answers[source] = headhuman_bytes(source, timeout_s, allow_http)
 
     threads = [threading.Thread(target=ask, args=(source,), daemon=True) for source in dict.fromkeys(sources)]
     for thread in threads:

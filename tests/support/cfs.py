@@ -65,8 +65,9 @@ class _Loopback:
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
         st = self._call("getattr", os.lstat, self._real(path))
-        keys = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_atime_ns", "st_mtime_ns", "st_ctime_ns")
-        attrs = {key.replace("_ns", ""): getattr(st, key) for key in keys}
+        keys = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks")  # NFS reports the space used too
+        times = ("st_atime_ns", "st_mtime_ns", "st_ctime_ns")
+        attrs = {key.replace("_ns", ""): getattr(st, key) for key in keys + times}
         return attrs
 
     def readdir(self, path: str, fh: int) -> list[str | tuple[str, int, int]]:

@@ -27,11 +27,12 @@ import pytest
 
 from entrypoint.cli import main
 from entrypoint.core.messages import Lang
+from entrypoint.core.numbers import human_bytes
 from entrypoint.fetch import unpack, workspace
 from entrypoint.fetch.progress import Progress
 from entrypoint.fetch.unpack import ArchiveError, ArchiveFormat, ArchiveReader, StdlibDecoder, make_decoder
 from entrypoint.fetch.workspace import STATE_DIR
-from entrypoint.net.download import DownloadOptions, OrderedStream, ResumableSha256, human_bytes, probe
+from entrypoint.net.download import DownloadOptions, OrderedStream, ResumableSha256, probe
 from tests.support.files import small_bytes, small_text
 from tests.support.httpserver import closed_port_url, serve
 from tests.support.synthetic import RELEASE_FILES, make_assets_tree, make_release

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.net.download import human_bytes
+from entrypoint.core.numbers import human_bytes
 from tests.support.files import small_bytes
 from tests.support.httpserver import FileServer, closed_port_url, serve
 
