@@ -1,7 +1,8 @@
 """A stand-in for CFS: a FUSE pass-through over a local folder that counts requests, adds a latency to each (a
 remote metadata server's round trip) and can stop answering, the way an NFS server stalls.
 
-Run as a daemon (`python -m tests.support.cfs SOURCE MOUNTPOINT CONTROL [--latency-ms N]`); tests use `mounted()`,
+Run as a daemon (`python -m tests.support.cfs SOURCE MOUNTPOINT CONTROL [--latency-ms N] [--read-mib-s R]`); tests
+use `mounted()`,
 which starts it, waits for the mount, and on leaving (also when the test failed) lets every blocked request go,
 unmounts and ends the daemon, so no process is left in uninterruptible sleep.
 
@@ -9,6 +10,11 @@ Control is through files in the CONTROL folder (on local disk, never under the m
 - `stall` present: every request blocks until the file is removed;
 - `read-N` created by the test: the daemon answers with `counts-N.json` (requests by operation since start), so a
   test reads exact figures without timing.
+
+`--read-mib-s R` caps the bytes read to R MiB/s in all (a CFS tier's, or a client's, throughput): each read waits for
+its turn on one shared clock, so parallel readers share the rate. `--page-cache` keeps a file's pages in the
+kernel's page cache across opens while its modification time is unchanged (FUSE's `auto_cache`), as NFS's
+close-to-open consistency does; without it every open starts cold (request counts then do not depend on memory).
 """
 
 from __future__ import annotations
@@ -38,10 +44,12 @@ class _Loopback:
 
     use_ns = True
 
-    def __init__(self, source: str, control: str, latency: float) -> None:
+    def __init__(self, source: str, control: str, latency: float, read_bytes_s: float = 0.0) -> None:
         self.source, self.control, self.latency = source, control, latency
         self.counts: Counter[str] = Counter()
         self._counting = threading.Lock()
+        self._read_bytes_s = read_bytes_s
+        self._link_free_at = 0.0  # monotonic time when the capped link has sent every byte asked for so far
 
     def _enter(self, op: str) -> None:
         with self._counting:
@@ -101,7 +109,13 @@ class _Loopback:
         return int(self._call("create", os.open, self._real(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode))
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-        return bytes(self._call("read", os.pread, fh, size, offset))
+        data = bytes(self._call("read", os.pread, fh, size, offset))
+        if self._read_bytes_s:
+            with self._counting:
+                done = max(time.monotonic(), self._link_free_at) + len(data) / self._read_bytes_s
+                self._link_free_at = done
+            time.sleep(max(0.0, done - time.monotonic()))
+        return data
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         return int(self._call("write", os.pwrite, fh, data, offset))
@@ -161,10 +175,12 @@ def _serve(argv: list[str]) -> None:
     parser.add_argument("mountpoint")
     parser.add_argument("control")
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--read-mib-s", type=float, default=0.0)
+    parser.add_argument("--page-cache", action="store_true")
     args = parser.parse_args(argv)
     from mfusepy import FUSE
 
-    ops = _Loopback(args.source, args.control, args.latency_ms / 1000)
+    ops = _Loopback(args.source, args.control, args.latency_ms / 1000, args.read_mib_s * 2**20)
     stop = threading.Event()
     threading.Thread(target=ops.serve_counts, args=(stop,), daemon=True).start()
     try:
@@ -179,6 +195,7 @@ def _serve(argv: list[str]) -> None:
             attr_timeout=0,
             entry_timeout=0,
             negative_timeout=0,
+            **({"auto_cache": True} if args.page_cache else {}),
         )
     finally:
         stop.set()
@@ -221,7 +238,7 @@ def _is_mounted(point: Path) -> bool:
 
 
 @contextlib.contextmanager
-def mounted(base: Path, latency_ms: float = 0.0) -> Iterator[Cfs]:
+def mounted(base: Path, latency_ms: float = 0.0, read_mib_s: float = 0.0, page_cache: bool = False) -> Iterator[Cfs]:
     """A stand-in CFS under `base` (`base/source` seen at `base/mnt`); torn down on leaving, whatever happened."""
     source, point, control = base / "source", base / "mnt", base / "control"
     for folder in (source, point, control):
@@ -231,7 +248,10 @@ def mounted(base: Path, latency_ms: float = 0.0) -> Iterator[Cfs]:
     argv = [sys.executable, "-m", "tests.support.cfs", str(source), str(point), str(control)]
     with open(log, "wb") as errors:
         process = subprocess.Popen(
-            [*argv, f"--latency-ms={latency_ms}"], cwd=repo, stdin=subprocess.DEVNULL, stderr=errors
+            [*argv, f"--latency-ms={latency_ms}", f"--read-mib-s={read_mib_s}", *(["--page-cache"] * page_cache)],
+            cwd=repo,
+            stdin=subprocess.DEVNULL,
+            stderr=errors,
         )
     cfs = Cfs(source, point, control, process)
     try:
