@@ -28,7 +28,7 @@ the error and the checks that need no connection live in `net.source`.
 Beyond `fetch`, for large files (`vla-entrypoint fetch-assets`):
 - `probe(url, options)` asks for one byte (`Range: bytes=0-0`) and reports the size, whether the server honours
   ranges, and the validator (ETag or Last-Modified) that later range requests send as `If-Range`.
-- `headhuman_bytes(url, timeout_s)` asks once with HEAD for the size (`--dry-run`): no retry, and every failure is an
+- `head_size(url, timeout_s)` asks once with HEAD for the size (`--dry-run`): no retry, and every failure is an
   answer (`HeadAnswer`: the size, or why it is unknown); `head_sizes` asks for several at once within one timeout.
 - `OrderedStream` yields a URL's bytes `[start, size)` in order, with the same timeouts and retries: several
   range requests of `segment_bytes` in parallel when the server allows it, never more than `window` segments held
@@ -625,7 +625,7 @@ class _HeadRedirect(_NoDowngrade):
         return new
 
 
-def headhuman_bytes(source: str, timeout_s: float, allow_http: bool = False) -> HeadAnswer:
+def head_size(source: str, timeout_s: float, allow_http: bool = False) -> HeadAnswer:
     """The size of `source` from one HEAD request (no retry; connect and answer each within `timeout_s`), or of a
     local file from its stat. Raises `DownloadError` only for a source the policy refuses (`check_scheme`);
     everything the network does becomes an answer."""
@@ -662,7 +662,7 @@ def head_sizes(sources: list[str], timeout_s: float, allow_http: bool = False) -
     answers: dict[str, HeadAnswer] = {}
 
     def ask(source: str) -> None:
-        answers[source] = headhuman_bytes(source, timeout_s, allow_http)
+        answers[source] = head_size(source, timeout_s, allow_http)
 
     threads = [threading.Thread(target=ask, args=(source,), daemon=True) for source in dict.fromkeys(sources)]
     for thread in threads:
