@@ -19,6 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from entrypoint.core.nvml import memory_info
 from entrypoint.health.xid import read_kernel_log
 
 SMI_TIMEOUT_S = 6.0
@@ -101,7 +102,7 @@ def read_device(nvml: ModuleType, index: int) -> dict[str, Any]:
     facts["uuid"] = device.ask("uuid", lambda: _text(nvml.nvmlDeviceGetUUID(handle)))
     facts["serial"] = device.ask("serial", lambda: _text(nvml.nvmlDeviceGetSerial(handle)))
     facts["bus_id"] = device.ask("bus_id", lambda: _text(nvml.nvmlDeviceGetPciInfo(handle).busId))
-    memory = device.ask("memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+    memory = device.ask("memory", lambda: memory_info(nvml, handle))
     facts["memory_used_mib"] = int(memory.used) // _MIB if memory is not None else None
     facts["memory_total_mib"] = int(memory.total) // _MIB if memory is not None else None
     processes = device.ask("processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle))

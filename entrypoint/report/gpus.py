@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from entrypoint.core.messages import Text
+from entrypoint.core.nvml import memory_info
 from entrypoint.report.messages import MESSAGES as M
 
 MAX_GPUS = 64  # more is not a machine, it is a garbled answer
@@ -39,8 +40,8 @@ class Nvml:
         nvml = self.module
         queries = (
             ("utilization_pct", lambda h: nvml.nvmlDeviceGetUtilizationRates(h).gpu),
-            ("memory_used_mib", lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used / 2**20),
-            ("memory_total_mib", lambda h: nvml.nvmlDeviceGetMemoryInfo(h).total / 2**20),
+            ("memory_used_mib", lambda h: memory_info(nvml, h).used / 2**20),
+            ("memory_total_mib", lambda h: memory_info(nvml, h).total / 2**20),
             ("power_w", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000),
             ("sm_clock_mhz", lambda h: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
             ("temperature_c", lambda h: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),

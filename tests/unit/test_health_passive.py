@@ -102,6 +102,23 @@ def test_clock_event_reasons_are_masked_idle_and_power_cap_are_normal(reasons, n
     assert finding.status is (Status.FAIL if mode is HealthMode.FAIL else Status.WARN)
 
 
+def test_the_memory_the_driver_reserves_is_not_memory_in_use():
+    """An idle H200 under driver 580: NVML's v1 query says 615 MiB used, v2 (and nvidia-smi) 0 MiB and 615 reserved."""
+    scenario = fake.node()
+    assert all(g["reserved_mib"] == 615 and g["used_mib"] == 0 for g in scenario["gpus"])
+    findings, _ = judge(scenario)
+    assert failing(findings) == []
+
+
+def test_a_driver_without_the_v2_memory_query_is_read_with_v1():
+    """Drivers before the v2 query reserved nothing that v1 counted; memory in use is still seen."""
+    scenario = fake.node(missing=["nvmlDeviceGetMemoryInfo_v2"])
+    scenario["gpus"] = [fake.gpu(i, reserved_mib=0, used_mib=612 if i == 3 else 0) for i in range(8)]
+    findings, _ = judge(scenario)
+    assert failing(findings) == ["health.memory-in-use"]
+    assert "612 MiB" in next(f for f in findings if f.id == "health.memory-in-use").message.en
+
+
 def test_fewer_gpus_than_stated_fails_and_lists_the_ones_present():
     findings, _ = judge(fake.node(6))
     assert failing(findings) == ["health.gpu-count"]

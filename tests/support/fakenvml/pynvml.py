@@ -21,6 +21,7 @@ NVML_ERROR_GPU_IS_LOST = 15
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVML_VOLATILE_ECC = 0
 NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+nvmlMemory_v2 = 0x02000028
 _TEXT = {3: "Not Supported", 9: "Driver Not Loaded", 12: "NVML Shared Library Not Found", 15: "GPU is lost"}
 _MIB = 1 << 20
 
@@ -110,9 +111,15 @@ def nvmlDeviceGetPciInfo(handle: int) -> SimpleNamespace:
     return SimpleNamespace(busId=_gpu(handle, "nvmlDeviceGetPciInfo")["bus_id"].encode())
 
 
-def nvmlDeviceGetMemoryInfo(handle: int) -> SimpleNamespace:
+def nvmlDeviceGetMemoryInfo(handle: int, version: int | None = None) -> SimpleNamespace:
+    """v1 counts the driver's reservation (`reserved_mib`) as used; v2 reports it apart, as drivers since 510 do."""
     gpu = _gpu(handle, "nvmlDeviceGetMemoryInfo")
-    return SimpleNamespace(used=gpu["used_mib"] * _MIB, total=gpu["total_mib"] * _MIB)
+    reserved = gpu.get("reserved_mib", 0) * _MIB
+    if version is None:
+        return SimpleNamespace(used=gpu["used_mib"] * _MIB + reserved, total=gpu["total_mib"] * _MIB)
+    if "nvmlDeviceGetMemoryInfo_v2" in _scenario.get("missing", []):
+        raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+    return SimpleNamespace(used=gpu["used_mib"] * _MIB, reserved=reserved, total=gpu["total_mib"] * _MIB)
 
 
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[SimpleNamespace]:
