@@ -395,7 +395,7 @@ class Supervisor:
         outside any collective included). Returns the end that stands."""
         standing = self.presence.announce(end) if self.presence is not None else end
         self.job_end = standing
-        if standing is not end or standing.lost:
+        if standing.node != self._node or standing.lost:
             shown = standing.cause
             if standing.node != self._node:
                 fields = {"node": standing.node, "host": standing.host, "code": standing.code}
