@@ -14,9 +14,11 @@ one read of `end.json` when the listing shows it): every node's beat and the job
 The folder is this run's only, so the cost does not grow with earlier runs, and the listing holds one name per
 node. Liveness uses the observer's own clock: a node is lost when its beat name has not changed for `lost_after`
 seconds (`VLA_RENDEZVOUS_TIMEOUT`), counted from this node's start for a node never seen; nodes' clocks never
-matter. `end.json` counts only when written during this run (its time at or after this process's start, less
-`CLOCK_SKEW_S`: an earlier try of the same job left it). A network file system may show a change to other
-machines late (NFS caches a folder's attributes up to 60 s): the bound must stay well above that.
+matter. Once this node's workers failed (`failed_at`: a lost node's ranks make the others' collectives fail), a node
+silent since before the failure is lost after `AFTER_FAILURE_S` already: the job is ending or restarting anyway, and
+a restart would wait for that node's ranks. `end.json` counts only when written during this run (its time at or
+after this process's start, less `CLOCK_SKEW_S`: an earlier try of the same job left it). A network file system may
+show a change to other machines late (NFS caches a folder's attributes up to 60 s): the bounds stay above that.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ RUNS_FOLDER = ".runs"
 END_FILE = "end.json"
 END_LIMIT = 64 << 10  # an end record is a few hundred bytes
 BEAT_S = 2.0  # how often a node renames its beat
+# Once this node's workers failed: a node silent since before that is lost after this (or `lost_after`, if shorter).
+# Above the 60 s a network file system may take to show a change (NFS caches a folder's attributes that long).
+AFTER_FAILURE_S = 60.0
 DONE = "done"
 NODE_LOST_CLASS = "node-lost"  # the start-up record's `outcome.class` when a node was lost
 
@@ -184,6 +189,7 @@ class Presence:
     wall: Callable[[], float] = time.time
     token: str = field(default_factory=lambda: secrets.token_hex(4))
     attempt: int = 0  # this node's torchrun attempt, carried by its beat
+    failed_at: float | None = None  # when this node last saw its workers fail (`clock`)
     host: str = field(default_factory=socket.gethostname)
     _beat: Beat | None = field(default=None, init=False)
     _started_at: float = field(default=0.0, init=False)
@@ -295,11 +301,15 @@ class Presence:
         return any(b.attempt is None for b in self._beats.get(node, []))
 
     def lost(self) -> list[LostNode]:
-        """The nodes whose beat has not changed for `lost_after` seconds (as of the last `look`), never this one."""
+        """The nodes whose beat has not changed for the bound (as of the last `look`), never this one: `lost_after`,
+        or `AFTER_FAILURE_S` for a node silent since before this node's workers failed."""
         found = []
         for node in range(self.nnodes):
             silent = self.silent_for(node)
-            if node != self.node_rank and silent > self.lost_after and not self.done(node):
+            bound = self.lost_after
+            if self.failed_at is not None and self._changed_at.get(node, self._started_at) <= self.failed_at:
+                bound = min(bound, AFTER_FAILURE_S)
+            if node != self.node_rank and silent > bound and not self.done(node):
                 found.append(LostNode(node, self.hosts[node], silent, node not in self._moved))
         return found
 
@@ -339,7 +349,8 @@ class Presence:
         """This node's training failed at `since` (its clock): wait until another node's end appears (returned), a
         node is lost (returned as this node's end, not yet announced) or every other node's beat has changed since
         (None: all are alive, this node's own cause stands) and `peer_first_s` more have passed without another
-        node's end. Bounded by `lost_after`."""
+        node's end. Bounded by the lost-node bound after a failure (`AFTER_FAILURE_S`, or `lost_after` if shorter)."""
+        self.failed_at = since if self.failed_at is None else max(self.failed_at, since)
         alive_at: float | None = None
         while True:
             end = self.look()
@@ -355,7 +366,7 @@ class Presence:
                 alive_at = now
             if alive_at is not None and now - alive_at >= peer_first_s:
                 return None
-            if now - since > self.lost_after + BEAT_S * 2:
+            if now - since > min(self.lost_after, AFTER_FAILURE_S) + BEAT_S * 2:
                 return None
             pause(0.5)
 

@@ -193,6 +193,7 @@ class Supervisor:
         self.ended_at: float | None = None  # when torchrun ended (monotonic)
         self.verdict_line: Text | None = None  # why this node gave up (DO_NOT_REQUEUE)
         self._presence_check_at = 0.0
+        self._workers: frozenset[int] = frozenset()
         self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
         # Set by `run`: the cause when the CFS the job writes to is not answering now (`storage_watch.py`).
         self.storage_cause: Callable[[], Text | None] | None = None
@@ -257,8 +258,12 @@ class Supervisor:
                     break
                 except subprocess.TimeoutExpired:
                     current = self.tree.refresh()
+                    workers = frozenset(p.pid for p in current if p.ppid == self.tree.root)
+                    if self.presence is not None and self._workers - workers:  # a failure: lost nodes show sooner
+                        self.presence.failed_at = time.monotonic()
+                    self._workers = workers
                     if self.attempts is not None and self.gave_up is None:
-                        self._follow_attempts(frozenset(p.pid for p in current if p.ppid == self.tree.root))
+                        self._follow_attempts(workers)
                     if self.exchange is not None and self.exchange.node_rank != 0:
                         self._answer_request()
                     if self.presence is not None and self.job_end is None:
