@@ -123,7 +123,7 @@ class LostNode:
     node: int
     host: str
     silent_s: float
-    never_seen: bool  # no beat of it changed while this node watched
+    never_seen: bool  # no beat of it in this run's folder
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -196,7 +196,6 @@ class Presence:
     _started_epoch: float = field(default=0.0, init=False)
     _seen: dict[int, frozenset[str]] = field(default_factory=dict, init=False)  # node -> its beat names last seen
     _changed_at: dict[int, float] = field(default_factory=dict, init=False)
-    _moved: set[int] = field(default_factory=set, init=False)  # nodes whose beat changed while this node watched
     _beats: dict[int, list[Beat]] = field(default_factory=dict, init=False)
     _end: JobEnd | None = field(default=None, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
@@ -278,8 +277,6 @@ class Presence:
         for node in range(self.nnodes):
             seen = frozenset(by_node.get(node, ()))
             if seen and seen != self._seen.get(node, frozenset()):
-                if node in self._seen:
-                    self._moved.add(node)
                 self._changed_at[node] = now
             self._seen[node] = seen
         self._beats = beats
@@ -302,16 +299,20 @@ class Presence:
 
     def lost(self) -> list[LostNode]:
         """The nodes whose beat has not changed for the bound (as of the last `look`), never this one: `lost_after`,
-        or `AFTER_FAILURE_S` for a node silent since before this node's workers failed."""
+        or `AFTER_FAILURE_S` for a node seen once and silent since before this node's workers failed."""
         found = []
         for node in range(self.nnodes):
             silent = self.silent_for(node)
             bound = self.lost_after
-            if self.failed_at is not None and self._changed_at.get(node, self._started_at) <= self.failed_at:
+            if self.seen(node) and self.failed_at is not None and self._changed_at[node] <= self.failed_at:
                 bound = min(bound, AFTER_FAILURE_S)
             if node != self.node_rank and silent > bound and not self.done(node):
-                found.append(LostNode(node, self.hosts[node], silent, node not in self._moved))
+                found.append(LostNode(node, self.hosts[node], silent, not self.seen(node)))
         return found
+
+    def seen(self, node: int) -> bool:
+        """Whether a beat of `node` has been seen in this run's folder."""
+        return bool(self._seen.get(node))
 
     def silent_for(self, node: int) -> float:
         """Seconds since `node`'s beat last changed (since this node's start, for a node never seen)."""
@@ -347,9 +348,11 @@ class Presence:
 
     def settle(self, since: float, peer_first_s: float, pause: Callable[[float], None] = time.sleep) -> JobEnd | None:
         """This node's training failed at `since` (its clock): wait until another node's end appears (returned), a
-        node is lost (returned as this node's end, not yet announced) or every other node's beat has changed since
-        (None: all are alive, this node's own cause stands) and `peer_first_s` more have passed without another
-        node's end. Bounded by the lost-node bound after a failure (`AFTER_FAILURE_S`, or `lost_after` if shorter)."""
+        node is lost (returned as this node's end, not yet announced) or every other node's beat seen in this run has
+        changed since (None: all are alive, this node's own cause stands) and `peer_first_s` more have passed without
+        another node's end. A node never seen is not waited for: torchrun ran, so it is not a node that never
+        started (that one is named before torchrun gives up its rendezvous), but one that shares no beat. Bounded by
+        the lost-node bound after a failure (`AFTER_FAILURE_S`, or `lost_after` if shorter)."""
         self.failed_at = since if self.failed_at is None else max(self.failed_at, since)
         alive_at: float | None = None
         while True:
@@ -360,9 +363,8 @@ class Presence:
             if lost:
                 return self.lost_end(lost)
             now = self.clock()
-            if alive_at is None and all(
-                self.changed_since(n, since) for n in range(self.nnodes) if n != self.node_rank
-            ):
+            others = [n for n in range(self.nnodes) if n != self.node_rank and self.seen(n)]
+            if alive_at is None and all(self.changed_since(n, since) for n in others):
                 alive_at = now
             if alive_at is not None and now - alive_at >= peer_first_s:
                 return None

@@ -503,7 +503,7 @@ class Supervisor:
             self.culprit_line = storage
             self.stall = {"silent_s": round(silent, 1), "limit_s": round(limit, 1), "storage": storage.en}
             if self.stall_action is StallAction.FAIL:
-                self._end_stalled()
+                self._end_stalled(tell=False)  # the run's folder may be on that storage: the peers find this node lost
             return
         request = self.exchange.ask_others() if self.exchange is not None else None
         diagnosis = self._diagnose()
@@ -534,15 +534,19 @@ class Supervisor:
         self.stall = self._stall_record(silent, limit, diagnosis) | found
         self._end_stalled()
 
-    def _end_stalled(self) -> None:
-        """End the node with 124 after a stall: the platform ends the job (the peers' workers fail with it)."""
+    def _end_stalled(self, tell: bool = True) -> None:
+        """End the node with 124 after a stall, and (`tell`) the job on every node with it."""
+        assert self.tree is not None
         self.stall_ended = True
         code = int(ExitCode.STALLED)
         say(self.out, self.lang, "stall-ending", code=code)
         self.out.write(BANNER + "\n")
         silent = self.stall.get("silent_s", "?") if self.stall else "?"
         cause = self.culprit_line or M("stalled-root-cause", silent=silent)
-        self.end_job(JobEnd(code, "stalled", cause, self._node, self._host))
+        if tell:
+            self.end_job(JobEnd(code, "stalled", cause, self._node, self._host))
+        else:
+            self.tree.kill()
 
     def _restart_missing(self) -> None:
         """A stall ended the workers but torchrun started no new attempt in time: end the node as without restarts."""

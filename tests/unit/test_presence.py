@@ -235,3 +235,31 @@ def test_node_0_names_a_node_that_never_started_and_ends_every_node(folder: Path
     assert len(lines) == 1 and "node 2 (host-c) never showed up" in lines[0], out.getvalue()
     assert seen_by_1 is not None and seen_by_1.code == 75 and [n.node for n in seen_by_1.lost] == [2]
     assert supervisor.culprit_line is not None and "node 2 (host-c)" in supervisor.culprit_line.en
+
+
+def test_after_a_failure_a_node_silent_since_before_it_is_lost_within_a_minute(folder: Path) -> None:
+    """Lost-node bound 600 s; node 2's container ended just before node 0's workers failed: 60 s after its last beat
+    it is lost, while node 1, which beats on, is not."""
+    clock = Clock()
+    nodes = [started(presence(folder, n, clock, lost_after=600, nnodes=3)) for n in range(3)]
+    nodes[0].look()
+    clock.now += 2
+    nodes[0].failed_at = clock.now
+    for _ in range(31):
+        clock.now += 2
+        nodes[1].beat()
+        nodes[0].look()
+    assert [(n.node, n.never_seen) for n in nodes[0].lost()] == [(2, False)]
+
+
+def test_a_node_that_shares_no_beat_is_not_waited_for_after_a_failure(folder: Path) -> None:
+    """torchrun ran, so a node never seen here is one without a log folder, not a lost one: the failing node's own
+    cause stands at once, and no node is named lost before the full bound."""
+    clock = Clock()
+    node0 = started(presence(folder, 0, clock, lost_after=600, nnodes=2))
+
+    def pause(seconds: float) -> None:
+        clock.now += seconds
+
+    assert node0.settle(clock.now, peer_first_s=0, pause=pause) is None
+    assert node0.lost() == []
