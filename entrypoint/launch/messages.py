@@ -279,6 +279,19 @@ MESSAGES = Catalogue(
             "exit code {code}",
             "任务已由节点 {node}({host})结束:{cause} — 本节点也结束其 torchrun 与 worker,退出码同为 {code}",
         ),
+        "workers-ended": (
+            "the launcher ends this node's workers ({signal}) so that torchrun restarts them; torchrun reports them "
+            "below as `exitcode: {code}`: that is this, not a crash",
+            "启动器结束本节点的 worker({signal}),以便 torchrun 重启它们;torchrun 在下方报告的 `exitcode: {code}` "
+            "即由此而来,并非崩溃",
+        ),
+        "presence-unshared": (
+            "node(s) {nodes} joined training but never left a beat in {folder}: the log folder is not shared between "
+            "the nodes (a local disk?), so in-job restarts, the stall diagnosis and a lost node's naming cannot work; "
+            "put VLA_ASSETS_ROOT (and the log folder) on the CFS every node mounts",
+            "节点 {nodes} 已加入训练,但从未在 {folder} 留下心跳:日志目录未在节点间共享(本地磁盘?),任务内重启、"
+            "卡住诊断和丢失节点的识别都无法工作;请把 VLA_ASSETS_ROOT(及日志目录)放在所有节点都挂载的 CFS 上",
+        ),
         "restart-peer-ahead": (
             "node {node} started attempt {attempt} while this node's workers ran on",
             "节点 {node} 已开始第 {attempt} 次尝试,而本节点的 worker 仍在运行",

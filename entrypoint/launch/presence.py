@@ -190,6 +190,7 @@ class Presence:
     token: str = field(default_factory=lambda: secrets.token_hex(4))
     attempt: int = 0  # this node's torchrun attempt, carried by its beat
     failed_at: float | None = None  # when this node last saw its workers fail (`clock`)
+    joined: bool = False  # torchrun started workers here: every node joined its rendezvous
     host: str = field(default_factory=socket.gethostname)
     _beat: Beat | None = field(default=None, init=False)
     _started_at: float = field(default=0.0, init=False)
@@ -299,16 +300,26 @@ class Presence:
 
     def lost(self) -> list[LostNode]:
         """The nodes whose beat has not changed for the bound (as of the last `look`), never this one: `lost_after`,
-        or `AFTER_FAILURE_S` for a node seen once and silent since before this node's workers failed."""
+        or `AFTER_FAILURE_S` for a node seen once and silent since before this node's workers failed. Once torchrun
+        started workers here (`joined`), a node never seen is not lost: it started, but shares no beat."""
         found = []
         for node in range(self.nnodes):
             silent = self.silent_for(node)
             bound = self.lost_after
             if self.seen(node) and self.failed_at is not None and self._changed_at[node] <= self.failed_at:
                 bound = min(bound, AFTER_FAILURE_S)
+            if self.joined and not self.seen(node):
+                continue  # it joined torchrun's rendezvous, so it started: it shares no beat (`unshared`)
             if node != self.node_rank and silent > bound and not self.done(node):
                 found.append(LostNode(node, self.hosts[node], silent, not self.seen(node)))
         return found
+
+    def unshared(self) -> list[int]:
+        """Nodes that joined torchrun's rendezvous but whose beat this node never saw after `lost_after`: the log
+        folder is not shared between the nodes (a local disk), or theirs cannot be written."""
+        if not self.joined or self.clock() - self._started_at <= self.lost_after:
+            return []
+        return [n for n in range(self.nnodes) if n != self.node_rank and not self.seen(n)]
 
     def seen(self, node: int) -> bool:
         """Whether a beat of `node` has been seen in this run's folder."""

@@ -194,6 +194,7 @@ class Supervisor:
         self.verdict_line: Text | None = None  # why this node gave up (DO_NOT_REQUEUE)
         self._presence_check_at = 0.0
         self._workers: frozenset[int] = frozenset()
+        self._said_unshared = False
         self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
         # Set by `run`: the cause when the CFS the job writes to is not answering now (`storage_watch.py`).
         self.storage_cause: Callable[[], Text | None] | None = None
@@ -261,6 +262,8 @@ class Supervisor:
                     workers = frozenset(p.pid for p in current if p.ppid == self.tree.root)
                     if self.presence is not None and self._workers - workers:  # a failure: lost nodes show sooner
                         self.presence.failed_at = time.monotonic()
+                    if self.presence is not None and workers:  # workers start once every node joined torchrun
+                        self.presence.joined = True
                     self._workers = workers
                     if self.attempts is not None and self.gave_up is None:
                         self._follow_attempts(workers)
@@ -386,6 +389,11 @@ class Supervisor:
         if lost:
             self.end_job(self.presence.lost_end(lost))
             return
+        unshared = self.presence.unshared()
+        if unshared and not self._said_unshared:
+            self._said_unshared = True
+            nodes = ", ".join(map(str, unshared))
+            say(self.out, self.lang, "presence-unshared", nodes=nodes, folder=str(self.presence.folder))
         attempt = self.attempts.current if self.attempts is not None else None
         ahead = self.presence.ahead(attempt.number) if attempt is not None and attempt.cause is None else None
         if ahead is not None and self.attempts is not None:
@@ -571,8 +579,10 @@ class Supervisor:
 
     def _end_workers(self, abort: bool) -> None:
         """SIGKILL every process below torchrun (or SIGABRT its workers, for faulthandler's stacks): its agent sees
-        the group fail and restarts it."""
+        the group fail and restarts it. Said first, since torchrun reports them as failed (`exitcode: -9`)."""
         assert self.tree is not None
+        sent = signal.SIGABRT if abort else signal.SIGKILL
+        say(self.out, self.lang, "workers-ended", signal=sent.name, code=-int(sent))
         for proc in self.tree.refresh():
             if abort and proc.ppid != self.tree.root:
                 continue

@@ -263,3 +263,14 @@ def test_a_node_that_shares_no_beat_is_not_waited_for_after_a_failure(folder: Pa
 
     assert node0.settle(clock.now, peer_first_s=0, pause=pause) is None
     assert node0.lost() == []
+
+
+def test_a_node_that_joined_training_but_left_no_beat_is_not_lost_but_said_unshared(folder: Path) -> None:
+    """Every node joined torchrun's rendezvous (workers started), yet node 1's beat never appears here: the log
+    folder is not shared (a local disk on each node). The job goes on; the nodes are named as not sharing it."""
+    clock = Clock()
+    node0 = started(presence(folder, 0, clock, lost_after=30, nnodes=2))
+    node0.joined = True
+    clock.now += 31
+    node0.look()
+    assert node0.lost() == [] and node0.unshared() == [1]
