@@ -6,8 +6,11 @@ when the job was ended by signal N, 124 after a stall with no restart left, 93 w
 Stalls: node 0's watchdog detects them (a worker node is given none: its output shows no progress); node 0 asks
 the other nodes for their diagnosis and names the culprit (`stall_exchange.py`), then ends its workers when a
 restart is left (every node's agent then restarts: the peers' collectives fail, or they see node 0's newer
-attempt) or ends with 124 (the peers end as their workers fail). A worker node answers node 0's request on its
-next poll of the shared log folder.
+attempt) or ends with 124. A worker node answers node 0's request on its next poll of the shared log folder.
+
+One end for every node (`presence.py`): however a node ends the job (124, 93, a lost node's 75, training's own
+failure), it says so in this run's folder before it ends anything, and every other node ends its torchrun and
+workers with the same exit code and cause on its next look (every `PEER_CHECK_S`).
 
 Secrets: the launcher's own lines are masked as text (`core.masking.mask_text`); training's output is relayed byte
 for byte except that the secret values this run hands to torchrun (secret flags' values, secret-named variables,
@@ -47,7 +50,7 @@ from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod, Watchdog, dia
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 BANNER = "!" * 100
-PEER_CHECK_S = 2.0  # how often the shared log folder is read for a peer's newer attempt or node 0's stall request
+PEER_CHECK_S = 2.0  # how often this run's folder and node 0's stall request are read
 RESTART_WAIT_S = 60.0  # after a stall ended the workers: a new attempt must start by then, or the node ends (124)
 
 
@@ -185,7 +188,6 @@ class Supervisor:
         self.attempts = attempts
         self.gave_up: Verdict | None = None  # restarting cannot help: the job ends with DO_NOT_REQUEUE
         self._announce: Attempt | None = None  # a restart whose line waits for its attempt's facts
-        self._peer_check_at = 0.0
         self._fault_check_at = 0.0
         self.exchange = exchange
         self.presence = presence
