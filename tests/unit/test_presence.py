@@ -274,3 +274,49 @@ def test_a_node_that_joined_training_but_left_no_beat_is_not_lost_but_said_unsha
     clock.now += 31
     node0.look()
     assert node0.lost() == [] and node0.unshared() == [1]
+
+
+def two_node_run(world, **env: str) -> tuple[dict[str, str], Path]:
+    """Node 0 of a two-node job in the world, and its run's folder."""
+    full = {**world.tione(nodes=2, per_node=8, rank=0), **env}
+    folder = run_folder(world.assets / "logs", "pi05_libero_pytorch", full)
+    assert folder is not None
+    return full, folder
+
+
+def test_a_training_failure_is_told_to_the_other_nodes_with_its_cause(world) -> None:
+    """Node 0's training fails with the trainer's own exception while node 1 is alive: node 0 ends with its own
+    code and cause, and node 1 finds them in the run's folder."""
+    env, folder = two_node_run(world, FAKE_TORCHRUN_EXIT="7", FAKE_TORCHRUN_TRACEBACK="1")
+    node1 = Presence(folder, 1, 2, ["10.0.0.1", "10.0.0.2"], 600)
+    node1.start()
+    try:
+        result = world.cli("run", env=env)
+        seen = node1.look()
+    finally:
+        node1.finish(clean=False)
+    assert result.code == 7, result.out[-3000:]
+    assert seen is not None and (seen.code, seen.node, seen.outcome) == (7, 0, "training-crashed")
+    assert "ValueError: batch_size=0 on rank 3" in seen.cause.en
+
+
+def test_another_nodes_end_becomes_this_nodes_outcome(world) -> None:
+    """Node 1 ended the job with 93 while node 0 trains: node 0 ends with 93, and its record says which node ended
+    the job and why."""
+    env, folder = two_node_run(world, FAKE_TORCHRUN_BLOCK="1")
+    node1 = Presence(folder, 1, 2, ["10.0.0.1", "10.0.0.2"], 600)
+    node1.start()
+    why = Text("DO NOT REQUEUE: all 3 in-job restarts are spent", "请勿重新排队:3 次任务内重启已用完")
+    node1.announce(JobEnd(93, "do-not-requeue", why, 1, "10.0.0.2"))
+    try:
+        began = time.monotonic()
+        result = world.cli("run", env=env)
+        took = time.monotonic() - began
+    finally:
+        node1.finish(clean=False)
+    assert result.code == 93 and took < 30, (took, result.out[-3000:])
+    record = json.loads(next((world.assets / "logs").glob("*node0*.json")).read_text())
+    outcome = record["outcome"]
+    assert (outcome["class"], outcome["ended_by"]["node"]) == ("do-not-requeue", 1), outcome
+    assert outcome["root_cause"] == why.en
+    assert "JOB ENDED by node 1 (10.0.0.2): DO NOT REQUEUE" in result.out
