@@ -774,7 +774,7 @@ def build_plan(
     )
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
-    root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings])
+    root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings], topology.nnodes)
     findings += root.findings
     env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home, topology.node_rank)
     training, cache = env_plan.apply(inherited), None
