@@ -494,7 +494,8 @@ def _report(
     }
     if supervisor.stall is not None:
         record.data["stall"] = supervisor.stall
-        if code == ExitCode.STALLED:
+        own = "silent_s" in supervisor.stall  # this node's own stall, not its answer to node 0's request
+        if code == ExitCode.STALLED and own:
             cause = M("stalled-root-cause", silent=supervisor.stall["silent_s"]).en
             outcome.update({"class": OutcomeClass.STALLED.value, "root_cause": cause})
     if supervisor.attempts is not None and supervisor.attempts.attempts:
