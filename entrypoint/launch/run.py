@@ -271,7 +271,11 @@ def _presence(plan: Plan, out: Tee) -> Presence | None:
     if folder is None or out.file is None or topo.nnodes < 2:
         return None
     hosts = node_hosts(plan.inherited, topo.nnodes)
-    return Presence(folder, topo.node_rank, topo.nnodes, hosts, float(plan.settings.rendezvous_timeout))
+    bound = float(plan.settings.rendezvous_timeout)
+    presence = Presence(folder, topo.node_rank, topo.nnodes, hosts, bound)
+    if hosts[topo.node_rank] != "?":  # named as NODE_LIST names it, as a lost node is
+        presence.host = hosts[topo.node_rank]
+    return presence
 
 
 def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
