@@ -54,10 +54,11 @@ PRESENCE = Catalogue(
     "launch",
     {
         "lost": (
-            "NODE LOST: {nodes}; no sign of life within the bound (VLA_RENDEZVOUS_TIMEOUT={bound} s, beats in "
-            "{folder}): every node ends with exit code {code}; resubmit the job (new machines) and it resumes from the "
-            "newest checkpoint",
-            "节点丢失:{nodes};在时限内没有存活迹象(VLA_RENDEZVOUS_TIMEOUT={bound} 秒,心跳位于 {folder}):"
+            "NODE LOST: {nodes}; no sign of life within the bound ({bound} s: VLA_RENDEZVOUS_TIMEOUT={setting} s, "
+            "or {after} s once training failed; beats in {folder}): every node ends with exit code {code}; resubmit "
+            "the job (new machines) and it resumes from the newest checkpoint",
+            "节点丢失:{nodes};在时限内没有存活迹象({bound} 秒:VLA_RENDEZVOUS_TIMEOUT={setting} 秒,训练失败后为 "
+            "{after} 秒;心跳位于 {folder}):"
             "所有节点以退出码 {code} 结束;请重新提交任务(换新机器),它会从最新的检查点继续",
         ),
         "lost-never": (
@@ -124,6 +125,7 @@ class LostNode:
     host: str
     silent_s: float
     never_seen: bool  # no beat of it in this run's folder
+    bound_s: float = 0.0  # the bound it was judged by
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -131,6 +133,7 @@ class LostNode:
             "host": self.host,
             "silent_s": round(self.silent_s, 1),
             "never_seen": self.never_seen,
+            "bound_s": self.bound_s,
         }
 
 
@@ -311,7 +314,7 @@ class Presence:
             if self.joined and not self.seen(node):
                 continue  # it joined torchrun's rendezvous, so it started: it shares no beat (`unshared`)
             if node != self.node_rank and silent > bound and not self.done(node):
-                found.append(LostNode(node, self.hosts[node], silent, not self.seen(node)))
+                found.append(LostNode(node, self.hosts[node], silent, not self.seen(node), bound))
         return found
 
     def unshared(self) -> list[int]:
@@ -392,8 +395,10 @@ class Presence:
             for n in lost
         )
         code = int(ExitCode.NODE_LOST)
-        bound = f"{self.lost_after:.0f}"
-        cause = PRESENCE("lost", nodes=names, bound=bound, folder=str(self.folder), code=code)
+        bound = f"{max(n.bound_s for n in lost):.0f}"
+        setting, after = f"{self.lost_after:.0f}", f"{min(self.lost_after, AFTER_FAILURE_S):.0f}"
+        fields = {"bound": bound, "setting": setting, "after": after, "folder": str(self.folder), "code": code}
+        cause = PRESENCE("lost", nodes=names, **fields)
         return JobEnd(code, NODE_LOST_CLASS, cause, self.node_rank, self.host, tuple(lost))
 
     def to_json(self) -> dict[str, object]:

@@ -249,7 +249,11 @@ def test_after_a_failure_a_node_silent_since_before_it_is_lost_within_a_minute(f
         clock.now += 2
         nodes[1].beat()
         nodes[0].look()
-    assert [(n.node, n.never_seen) for n in nodes[0].lost()] == [(2, False)]
+    lost = nodes[0].lost()
+    assert [(n.node, n.never_seen, n.bound_s) for n in lost] == [(2, False, 60.0)]
+    assert "within the bound (60 s: VLA_RENDEZVOUS_TIMEOUT=600 s, or 60 s once training failed" in (
+        nodes[0].lost_end(lost).cause.en
+    )
 
 
 def test_a_node_that_shares_no_beat_is_not_waited_for_after_a_failure(folder: Path) -> None:
