@@ -2,9 +2,9 @@
 
 With no arguments it runs the job (the container's default command). Every settings flag has a `VLA_*`
 variable twin, listed in `--help`. Exit codes: 0 success, 2 job mis-specified (a bad command line too: argparse's
-English usage errors come out through the catalogue), 3 preflight failed, 93 do not requeue, 124 stalled, 141 output
-pipe closed, 74 output not written, otherwise training's own (128+N after signal N). `--help` is written in the
-language `VLA_LANG`/`LANG` picks, like every other message.
+English usage errors come out through the catalogue), 3 preflight failed, 93 do not requeue, 124 stalled, 75 node
+lost, 141 output pipe closed, 74 output not written, otherwise training's own (128+N after signal N). `--help` is
+written in the language `VLA_LANG`/`LANG` picks, like every other message.
 
 Start-up cost matters (this is the container's entrypoint): each command imports only what it uses. `fetch-assets`
 and the download stack are imported only for `fetch-assets` itself; a sub-command's flags are added to the parser
@@ -187,6 +187,7 @@ M = Catalogue(
             "progress, or the same exception twice)\n"
             "  124    stalled: the watchdog ended a job without progress and without a restart left "
             "(VLA_STALL_ACTION=fail)\n"
+            "  75     a node was lost or never started (named by rank and host); every node ends with it; resubmit\n"
             "  141    the output pipe closed early (| head)\n"
             "  74     the output could not be written (a full disk)\n"
             "  other  training's own exit code (128+N when ended by signal N)\n"
@@ -198,6 +199,7 @@ M = Catalogue(
             "  3      预检失败:资源缺失或损坏、拓扑不成立、连不上 0 号节点\n"
             "  93     请勿重新排队:任务内重启无济于事(VLA_MAX_RESTARTS 已用完、连续两次没有进展,或两次抛出相同异常)\n"
             "  124    训练卡住:看门狗结束了没有进展且没有剩余重启次数的任务(VLA_STALL_ACTION=fail)\n"
+            "  75     节点丢失或始终未启动(按编号和主机名指出);所有节点以此结束;请重新提交任务\n"
             "  141    输出管道提前关闭(| head)\n"
             "  74     无法写出输出(磁盘已满)\n"
             "  其他   训练本身的退出码(被信号 N 终止时为 128+N)\n"

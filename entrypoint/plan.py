@@ -209,6 +209,7 @@ M = Catalogue(
 
 ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
 ATTEMPT_MODULE = "entrypoint.launch.attempt"  # torchrun's worker entry for training: see launch/attempt.py
+NAMING_MARGIN_S = 30  # training's torchrun gives up on its rendezvous this long after the launcher names a lost node
 _MAX_INTERPRETERS = 4  # nested #! interpreters Linux follows
 MAX_ARG_BYTES = 131072  # MAX_ARG_STRLEN: the most one argument or variable passed to a program may take, NUL included
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
@@ -418,10 +419,14 @@ def torchrun_command(
     many times, with the static rendezvous (`--node_rank` kept, so global rank 0, which prints progress and saves
     checkpoints, stays on node 0), and every worker starts as `entrypoint.launch.attempt`, which decides resume
     again for each attempt, records it under `attempt_facts`, runs the node health gate before a restart (`health`, the
-    mode) and then execs the trainer script."""
+    mode) and then execs the trainer script. Training's torchrun waits `NAMING_MARGIN_S` longer than the rendezvous
+    timeout, so that a node that never joins is named by the launcher (`launch/presence.py`) before torchrun gives
+    up on it."""
     torchrun = shutil.which("torchrun", path=env.get("PATH")) or "torchrun"
     restarts: list[str] = []
+    timeout = rendezvous_timeout
     if max_restarts is not None:
+        timeout += NAMING_MARGIN_S
         facts = ["--facts", str(attempt_facts)] if attempt_facts is not None else []
         gate = ["--health", health] if health is not None and attempt_facts is not None else []
         restarts = ["--max_restarts", str(max_restarts), "-m", ATTEMPT_MODULE, *facts, *gate]
@@ -438,7 +443,7 @@ def torchrun_command(
         "--master_port",
         str(topology.master_port),
         "--rdzv_conf",
-        f"timeout={rendezvous_timeout}",
+        f"timeout={timeout}",
         *restarts,
         *trainer_args,
     ]
@@ -781,7 +786,7 @@ def build_plan(
     )
     required = topology.source is TopologySource.TIONE  # a TI-ONE job sees CFS only through its storage row
     resume = decide_resume(settings)
-    root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings])
+    root = check_assets_root(settings, mounts, required, [*assets.findings, *resume.findings], topology.nnodes)
     findings += root.findings
     env_plan = training_env(inherited, settings, assets.dataset_complete, assets.tokenizer_home, topology.node_rank)
     training, cache = env_plan.apply(inherited), None

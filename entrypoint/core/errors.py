@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     JOB_MISSPECIFIED = 2  # bad YAML, bad variable value, contradictory settings
     PREFLIGHT_FAILED = 3  # missing/corrupt assets, impossible topology, failed bandwidth preflight
     DO_NOT_REQUEUE = 93  # in-job restarts cannot help: the budget is spent, no progress, or the same exception again
+    NODE_LOST = 75  # a node of a multi-node job was lost or never started: resubmitting (new machines) can help
     STALLED = 124  # the stall watchdog ended the job (stall_action fail)
 
 

@@ -612,6 +612,19 @@ MESSAGES = Catalogue(
             "but a TI-ONE job sees none of it",
             "资源根目录 {root} 位于{where},不在挂载的文件系统上:在本机试运行可以,但 TI-ONE 任务看不到其中任何内容",
         ),
+        "root-local-multinode": (
+            "the assets root {root} is on {where}, but this job has {nodes} nodes: in-job restarts, the stall "
+            "diagnosis and naming a lost node need the log folder shared by every node",
+            "资源根目录 {root} 位于{where},但本任务有 {nodes} 个节点:任务内重启、卡住诊断和丢失节点的识别都需要"
+            "所有节点共享日志目录",
+        ),
+        "root-local-multinode-fix": (
+            "Mount the CFS at {root} on every node with the job's storage row. If every node's container sees the same "
+            "folder anyway (one machine's folder mounted into each), ignore this: the run says if the nodes turn out "
+            "not to see each other's files.",
+            "请通过任务的存储挂载行在每个节点上把 CFS 挂载到 {root}。若各节点的容器本就看到同一目录"
+            "(同一台机器的目录挂载到每个容器中),可忽略此提示:若运行中发现各节点看不到彼此的文件,会明确指出。",
+        ),
         "root-own-disk-fix": (
             "For TI-ONE keep the tree on CFS and mount it at {root} with the job's storage row; a TI-ONE job "
             "(GPU_NUM_PER_NODE set) refuses to start without that mount.",

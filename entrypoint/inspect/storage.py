@@ -76,13 +76,16 @@ class RootStorage:
 
 
 def check_assets_root(
-    settings: Settings, mounts: Sequence[Mount] | None, required: bool, findings: Sequence[Finding]
+    settings: Settings, mounts: Sequence[Mount] | None, required: bool, findings: Sequence[Finding], nnodes: int = 1
 ) -> RootStorage:
     """Judge the mount under the assets root; under a failing verdict, fold those of `findings` (the asset and
     resume checks) whose path is under the root into one line.
 
     Missing root: fail. On the root file system (`/`, nothing mounted below the root): fail when `required` and
-    `/` is a container's overlay, else warn. Mounted: pass, naming the file system. Unknown (no readable mount
+    `/` is a container's overlay, else warn. Mounted: pass, naming the file system; a warning when a job of
+    `nnodes` > 1 has it on a local file system (restarts, the stall diagnosis and a lost node's naming go through
+    a folder every node must see: one machine's folder bind-mounted into every node's container is shared; the
+    run says at once if the nodes turn out not to see each other, `launch.presence`). Unknown (no readable mount
     table): no verdict."""
     root = Path(os.path.abspath(settings.assets_root))
     table = tuple(mounts) if mounts is not None else None
@@ -105,6 +108,9 @@ def check_assets_root(
         case Placement.OWN_DISK:
             what = M("root-own-disk", root=root, where=where)
             verdict = warned(ROOT_MOUNT, what, M("root-own-disk-fix", root=root), str(root))
+        case Placement.MOUNTED if nnodes > 1 and location.mount is not None and not location.mount.network:
+            what = M("root-local-multinode", root=root, where=where, nodes=nnodes)
+            verdict = warned(ROOT_MOUNT, what, M("root-local-multinode-fix", root=root), str(root))
         case Placement.MOUNTED:
             verdict = passed(ROOT_MOUNT, M("root-mounted", root=root, where=where), str(root))
     if verdict is None:

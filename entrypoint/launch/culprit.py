@@ -25,7 +25,7 @@ from pathlib import Path
 
 from entrypoint.core.messages import Catalogue, Text
 from entrypoint.launch.flight_recorder import ANALYSER_TIMEOUT_S, AnalyserRun, AnalyserStatus, read_bounded
-from entrypoint.launch.watchdog import Diagnosis, Role, main_frames
+from entrypoint.launch.watchdog import Diagnosis, Role, in_setup_frames, main_frames
 
 STALL = Catalogue(
     "launch",
@@ -62,6 +62,16 @@ STALL = Catalogue(
         "fr-timed-out": (
             "STALL: torch's flight-recorder analyser did not finish within {seconds}s; the dumps are in {folder}",
             "STALL:torch 的飞行记录器分析器在 {seconds} 秒内未完成;转储位于 {folder}",
+        ),
+        "culprit-setup": (
+            "STALL: {count} rank(s) wait in process-group setup ({frame}): they wait for a rank that never joined, "
+            "so none of them is blamed",
+            "STALL:{count} 个 rank 在进程组建立阶段等待({frame}):它们在等待始终未加入的 rank,因此不归咎于它们",
+        ),
+        "culprit-lost": (
+            "STALL: node {node} sent no diagnosis within {seconds}s and shows no sign of life for {silent}s: it is "
+            "lost (its container or machine ended?)",
+            "STALL:节点 {node} 在 {seconds} 秒内未提交诊断,且 {silent} 秒没有存活迹象:该节点已丢失(容器或机器已结束?)",
         ),
         "culprit-missing": (
             "STALL: node {node} sent no diagnosis within {seconds}s: look at its own log in {folder}",
@@ -328,6 +338,8 @@ class Culprit:
     why: Text | None
     groups: list[dict[str, object]] = field(default_factory=list)
     missing_nodes: list[int] = field(default_factory=list)
+    setup_ranks: list[int] = field(default_factory=list)  # waiting in process-group setup: never the culprit
+    silent_nodes: dict[int, float] = field(default_factory=dict)  # missing nodes with no sign of life: seconds
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -337,12 +349,16 @@ class Culprit:
             "why": self.why.en if self.why else None,
             "stack_groups": self.groups,
             "missing_nodes": self.missing_nodes,
+            "setup_ranks": self.setup_ranks,
+            "lost_nodes": sorted(self.silent_nodes),
         }
 
 
 def name_culprit(gathered: Gathered, trace_behind: Mapping[int, tuple[int, int, str]] | None = None) -> Culprit:
     """Name the outlier ranks and their nodes. `trace_behind`: from the flight recorder, rank -> (its last entered
-    collective, the front's, the front's op), for the ranks behind; it wins over stacks."""
+    collective, the front's, the front's op), for the ranks behind; it wins over stacks. A rank waiting in
+    process-group setup (`watchdog.SETUP_FRAMES`: for a connection, the store, a rendezvous) is never the culprit:
+    it waits for a rank that is missing, so when any rank is there, stacks name nobody."""
     node_of = {r.rank: node for node, rep in gathered.reports.items() for r in rep.ranks}
     by_frames: dict[tuple[str, ...], list[int]] = {}
     for rep in gathered.reports.values():
@@ -352,17 +368,22 @@ def name_culprit(gathered: Gathered, trace_behind: Mapping[int, tuple[int, int, 
     groups = sorted(by_frames.items(), key=lambda item: (-len(item[1]), min(item[1])))
     shown: list[dict[str, object]] = [{"frame": frames[0], "ranks": sorted(ranks)} for frames, ranks in groups]
     missing = list(gathered.missing)
-    if trace_behind:
+    setup = sorted(r for frames, members in groups if in_setup_frames(frames) for r in members)
+    if trace_behind and not set(trace_behind) & set(setup):
         ranks = sorted(trace_behind)
         back, front, op = trace_behind[ranks[0]]
         why = STALL("culprit-by-trace", front=front, op=op, back=back)
         return Culprit(Method.FLIGHT_RECORDER, ranks, _nodes(ranks, node_of), why, shown, missing)
     sizes = Counter(len(ranks) for _, ranks in groups)
-    if len(groups) >= 2 and sizes[len(groups[0][1])] == 1:
+    if not setup and len(groups) >= 2 and sizes[len(groups[0][1])] == 1:
         dominant_frames, dominant = groups[0]
         ranks = sorted(r for _, members in groups[1:] for r in members)
         why = STALL("culprit-by-stack", count=len(dominant), frame=dominant_frames[0])
         return Culprit(Method.STACKS, ranks, _nodes(ranks, node_of), why, shown, missing)
+    if setup:
+        frame = next(frames[0] for frames, members in groups if in_setup_frames(frames))
+        why = STALL("culprit-setup", count=len(setup), frame=frame)
+        return Culprit(Method.NONE, [], [], why, shown, missing, setup)
     return Culprit(Method.NONE, [], [], None, shown, missing)
 
 
@@ -371,9 +392,18 @@ def _nodes(ranks: list[int], node_of: Mapping[int, int]) -> list[int]:
 
 
 def culprit_lines(culprit: Culprit, wait_s: float, folder: str) -> list[Text]:
-    """The lines for the node log and the final summary."""
-    lines = [STALL("culprit-missing", node=n, seconds=f"{wait_s:.0f}", folder=folder) for n in culprit.missing_nodes]
-    if culprit.why is not None:
+    """The lines for the node log and the final summary: a missing node with no sign of life (`silent_nodes`) is
+    named lost."""
+    lines = []
+    for node in culprit.missing_nodes:
+        silent = culprit.silent_nodes.get(node)
+        if silent is not None:
+            lines.append(STALL("culprit-lost", node=node, seconds=f"{wait_s:.0f}", silent=f"{silent:.0f}"))
+        else:
+            lines.append(STALL("culprit-missing", node=node, seconds=f"{wait_s:.0f}", folder=folder))
+    if culprit.setup_ranks and culprit.why is not None:
+        lines.append(culprit.why)
+    elif culprit.why is not None:
         nodes = ", ".join(map(str, culprit.nodes)) or "?"
         lines.append(STALL("culprit-named", ranks=", ".join(map(str, culprit.ranks)), nodes=nodes, why=culprit.why))
     else:

@@ -81,6 +81,11 @@ MESSAGES = Catalogue(
             "处于集合通信中:{collective};处于数据加载中:{loading}",
         ),
         "none-seen": ("none seen", "未发现"),
+        "stall-setup": (
+            "in process-group setup, waiting for every rank to connect: {pids} (a rank never joined: a node lost or "
+            "not started?)",
+            "处于进程组建立阶段、等待所有 rank 连接:{pids}(有 rank 始终未加入:节点丢失或未启动?)",
+        ),
         "stall-gpu": ("GPU (index, utilisation, memory): {gpu}", "GPU(编号、利用率、显存):{gpu}"),
         "stall-no-stacks": (
             "no Python stacks: py-spy is not installed or may not read the processes (needs ptrace permission)",
@@ -269,11 +274,35 @@ MESSAGES = Catalogue(
             "请勿重新排队:第 {a} 次与第 {b} 次尝试因训练代码中相同的异常结束:{detail};重启只会同样失败;"
             "退出码 {code}。请修正训练代码或其设置。",
         ),
-        "restart-peer-gave-up": (
-            "DO NOT REQUEUE: another node ended the job ({verdict}; {path}); this node stops its workers too, since "
-            "a new attempt would wait for ranks that are gone; exit {code}. Read that node's log for the cause.",
-            "请勿重新排队:另一个节点已结束任务({verdict};{path});本节点也停止 worker,"
-            "因为新的尝试只会等待已经不在的 rank;退出码 {code}。原因请查看该节点的日志。",
+        "job-ended-by": (
+            "JOB ENDED by node {node} ({host}): {cause} — this node ends its torchrun and workers too, with the same "
+            "exit code {code}",
+            "任务已由节点 {node}({host})结束:{cause} — 本节点也结束其 torchrun 与 worker,退出码同为 {code}",
+        ),
+        "workers-ended": (
+            "the launcher ends this node's workers ({signal}) so that torchrun restarts them; torchrun reports them "
+            "below as `exitcode: {code}`: that is this, not a crash",
+            "启动器结束本节点的 worker({signal}),以便 torchrun 重启它们;torchrun 在下方报告的 `exitcode: {code}` "
+            "即由此而来,并非崩溃",
+        ),
+        "presence-unshared": (
+            "node(s) {nodes} joined training but never left a beat in {folder}: the log folder is not shared between "
+            "the nodes (a local disk?), so in-job restarts, the stall diagnosis and a lost node's naming cannot work; "
+            "put VLA_ASSETS_ROOT (and the log folder) on the CFS every node mounts",
+            "节点 {nodes} 已加入训练,但从未在 {folder} 留下心跳:日志目录未在节点间共享(本地磁盘?),任务内重启、"
+            "卡住诊断和丢失节点的识别都无法工作;请把 VLA_ASSETS_ROOT(及日志目录)放在所有节点都挂载的 CFS 上",
+        ),
+        "restart-peer-ahead": (
+            "node {node} started attempt {attempt} while this node's workers ran on",
+            "节点 {node} 已开始第 {attempt} 次尝试,而本节点的 worker 仍在运行",
+        ),
+        "end-training-failed": (
+            "node {node} ({host}): training ended with exit code {code}: {cause}",
+            "节点 {node}({host}):训练以退出码 {code} 结束:{cause}",
+        ),
+        "end-other": (
+            "node {node} ({host}) ended the job ({outcome}, exit code {code}): read its log for the cause",
+            "节点 {node}({host})结束了任务({outcome},退出码 {code}):原因请查看其日志",
         ),
         "restart-no-progress": (
             "DO NOT REQUEUE: attempt {n} ended at step {step} without getting past step {best} or saving a new "

@@ -25,7 +25,6 @@ from pathlib import Path
 from entrypoint.core.masking import mask_text
 from entrypoint.core.messages import Text
 from entrypoint.health.restart import blamed_nodes, node_fault, write_note
-from entrypoint.launch.attempt_files import peer_file
 from entrypoint.launch.failure import worker_exception
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.progress import Progress
@@ -39,6 +38,11 @@ _COLLECTIVE = re.compile(
     r"DistBackendError|DistNetworkError|DistStoreError|NCCL|[Gg]loo|ProcessGroup|c10d|Connection (?:closed|reset)"
     r"|Broken pipe|Socket Timeout|timed out|Timed out|peer",
 )
+
+
+def is_collective(text: str) -> bool:
+    """Whether an exception line is the process group's or the store's (a peer went away), not the trainer's."""
+    return _COLLECTIVE.search(text) is not None
 
 
 class Cause(StrEnum):
@@ -149,24 +153,9 @@ class Attempts:
         attempt.saves = len(mine)
         attempt.best_saved = max((saved.step for saved in mine), default=None)
 
-    def _peer_file(self, name: str) -> Path | None:
-        """The newest file `name` another node of this run wrote in its attempts folder (`attempt_files`)."""
-        return None if self.facts_dir is None else peer_file(self.facts_dir, self.node_rank, name)
-
-    def peer_ahead(self) -> str | None:
-        """The facts file of another node's attempt newer than this node's current one, when there is one: that
-        node's agent restarted its workers while this node's still run (a rank of theirs hung, say, so no error
-        reached them)."""
-        attempt = self.current
-        if attempt is None:
-            return None
-        newer = self._peer_file(f"{attempt.number + 1}.json")
-        return None if newer is None else str(newer)
-
     def record_gave_up(self, verdict: Verdict) -> None:
-        """Tell the other nodes that this node ends the job (`gave-up.json` in its attempts folder): a node that
-        judged the last failure differently (a peer's exception reached it as a collective error) must not start an
-        attempt that would wait for ranks that are gone."""
+        """Note in this node's attempts folder that it ended the job (`gave-up.json`, for the job's report; the other
+        nodes learn it from this run's folder, `presence.py`)."""
         if self.facts_dir is None:
             return
         try:
@@ -176,18 +165,6 @@ class Attempts:
             os.replace(tmp, self.facts_dir / GAVE_UP_FILE)
         except OSError:
             pass  # the peers still end: their workers lose this node's ranks
-
-    def peer_gave_up(self) -> tuple[str, Verdict] | None:
-        """(file, verdict) when another node of this run ended the job with a do-not-requeue verdict."""
-        found = self._peer_file(GAVE_UP_FILE)
-        if found is None:
-            return None
-        try:
-            data = json.loads(found.read_bytes()[:4096])
-            verdict = Verdict(data["verdict"]) if isinstance(data, dict) else Verdict.BUDGET_SPENT
-        except (OSError, ValueError, KeyError, TypeError):
-            verdict = Verdict.BUDGET_SPENT
-        return str(found), verdict
 
     def stalled(self, detail: str, cause: Cause = Cause.STALL, culprit_nodes: tuple[int, ...] = ()) -> None:
         """The launcher ends this attempt's workers because of a stall (or a peer's newer attempt); a stall's culprit
@@ -219,7 +196,7 @@ class Attempts:
         if exception is None:
             attempt.cause = Cause.WORKER_EXITED
         else:
-            attempt.cause = Cause.COLLECTIVE_ERROR if _COLLECTIVE.search(exception) else Cause.TRAINER_EXCEPTION
+            attempt.cause = Cause.COLLECTIVE_ERROR if is_collective(exception) else Cause.TRAINER_EXCEPTION
             attempt.detail = mask_text(exception)[:300]
         self._note(attempt)
 

@@ -39,10 +39,11 @@ from entrypoint.launch.failure import OutputTail, root_cause
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
 from entrypoint.launch.prefetch import Reader
+from entrypoint.launch.presence import JobEnd, Presence, node_hosts, run_folder
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord
 from entrypoint.launch.rendezvous_wait import wait_for_master
-from entrypoint.launch.restarts import Attempts
+from entrypoint.launch.restarts import Attempts, is_collective
 from entrypoint.launch.saves import SaveWatch
 from entrypoint.launch.stall_exchange import Exchange
 from entrypoint.launch.storage_watch import StorageWatch
@@ -89,6 +90,7 @@ RUN = Catalogue(
 
 
 STORAGE_GIVE_UP_S = 300.0  # without VLA_STALL_TIMEOUT: how long a CFS may not answer before the job is ended
+PEER_FIRST_S = 10.0  # a collective error here: how long another node's own cause is waited for once all are alive
 REPORT_WAIT_S = 60.0  # the job's report at the end: written within this, or said and left (`vla-entrypoint report`)
 
 
@@ -104,6 +106,7 @@ class OutcomeClass(StrEnum):
     ALREADY_FINISHED = "already-finished"  # the experiment had reached its last save: nothing was started
     DO_NOT_REQUEUE = "do-not-requeue"  # in-job restarts cannot help (budget spent, no progress, same exception)
     STORAGE_NOT_ANSWERING = "storage-not-answering"  # a CFS mount gave no answer before anything was started
+    NODE_LOST = "node-lost"  # a node of the job was lost or never started (`presence.py`)
 
 
 def outcome_class(code: int, signalled: bool) -> OutcomeClass:
@@ -263,7 +266,45 @@ def _prepare(plan: Plan, out: Tee, lang: Lang) -> dict[str, object]:
     return {"intent": plan.launch.memlock.value, **change.to_json()}
 
 
+def _presence(plan: Plan, out: Tee) -> Presence | None:
+    """This node's beat and its view of the other nodes (`presence.py`): a multi-node job with a log folder only."""
+    folder = run_folder(plan.settings.path("log_dir"), plan.settings.exp_name, plan.inherited)
+    topo = plan.topology
+    if folder is None or out.file is None or topo.nnodes < 2:
+        return None
+    hosts = node_hosts(plan.inherited, topo.nnodes)
+    bound = float(plan.settings.rendezvous_timeout)
+    presence = Presence(folder, topo.node_rank, topo.nnodes, hosts, bound)
+    if hosts[topo.node_rank] != "?":  # named as NODE_LIST names it, as a lost node is
+        presence.host = hosts[topo.node_rank]
+    return presence
+
+
 def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
+    """`_run_job`, with this node's presence in the run's folder from start to end: however this node ends with a
+    failure (before training, by a signal, …), the other nodes are told and end with the same exit code."""
+    presence = _presence(plan, out)
+    if presence is None:
+        return _run_job(plan, out, record, lang, None)[0]
+    presence.start()
+    record.data["presence"] = presence.to_json()
+    code, tell = 1, True
+    try:
+        code, tell = _run_job(plan, out, record, lang, presence)
+    finally:
+        if code and tell and presence.look() is None:
+            outcome = record.data.get("outcome")
+            klass = outcome.get("class") if isinstance(outcome, dict) else None
+            node, host = presence.node_rank, presence.host
+            why = M("end-other", node=node, host=host, outcome=klass or "-", code=code)
+            presence.announce(JobEnd(code, str(klass or OutcomeClass.TRAINING_CRASHED.value), why, node, host))
+        presence.finish(clean=code == 0)
+    return code
+
+
+def _run_job(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, presence: Presence | None) -> tuple[int, bool]:
+    """The job on this node: (exit code, whether the other nodes may be told how it ended here: not when the log
+    folder's storage is not answering)."""
     topo, launch = plan.topology, plan.launch
     heading = M(
         "run-heading",
@@ -278,13 +319,13 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if plan.exit_code:
         misspecified = plan.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
-        return _ended_early(plan, out, lang, record, plan.exit_code, failed_as)
+        return _ended_early(plan, out, lang, record, plan.exit_code, failed_as), True
     if write_seal(plan.seal):  # the other nodes take this verdict instead of reading every episode file again
         line(out, lang, RUN("sealed", path=str(plan.seal.path)))
     if plan.resume.action is ResumeAction.FINISHED:  # every node reads the same folder, so every node ends here
         code = _ended_early(plan, out, lang, record, ExitCode.OK, OutcomeClass.ALREADY_FINISHED)
         say(out, lang, "already-finished", step=plan.resume.step)  # the node's last line says why nothing ran
-        return code
+        return code, True
     if plan.health is not None and plan.health.runs:  # before any GPU time is spent, and before anything is moved
         from entrypoint.launch.health_gate import start_gate
 
@@ -292,7 +333,7 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
             gate = start_gate(plan, Host.current(plan.inherited), out, lang, record.started_at)
         record.data["health"] = gate.to_json()
         if gate.failed:
-            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED), True
     elif plan.health is not None and plan.health.mode is not HealthMode.OFF:  # no GPU here: said in one line
         line(out, lang, plan.health.reason)
         record.data["health"] = {"gate": plan.health.to_json(), "status": "skipped"}
@@ -300,13 +341,16 @@ def _run(plan: Plan, out: Tee, record: StartupRecord, lang: Lang) -> int:
     if launch.prefetch is not None:  # the trainer reads these files after a minute of imports and model build
         reader.start(launch.prefetch)
     try:
-        return _launch(plan, out, record, lang, reader)
+        return _launch(plan, out, record, lang, reader, presence)
     finally:
         reader.close()  # an early end (TACO, the master wait, the preflight) ends the read too
 
 
-def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Reader) -> int:
-    """From the node's preparation to training's end: TACO, the master wait, the preflight, torchrun."""
+def _launch(
+    plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Reader, presence: Presence | None
+) -> tuple[int, bool]:
+    """From the node's preparation to training's end: TACO, the master wait, the preflight, torchrun; as
+    `_run_job`."""
     topo, launch = plan.topology, plan.launch
     with record.phase("prepare"):
         record.data["memlock"] = _prepare(plan, out, lang)
@@ -317,7 +361,7 @@ def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Rea
         health_summary([taco.finding], M("taco-heading").en, lang, out)
         misspecified = taco.finding.exit_code == ExitCode.JOB_MISSPECIFIED
         failed_as = OutcomeClass.JOB_MISSPECIFIED if misspecified else OutcomeClass.PREFLIGHT_FAILED
-        return _ended_early(plan, out, lang, record, taco.finding.exit_code, failed_as)
+        return _ended_early(plan, out, lang, record, taco.finding.exit_code, failed_as), True
     target = launch.wait_for_master
     if target is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
@@ -326,7 +370,7 @@ def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Rea
         if master.finding is not None:
             fields = {"variable": target.variable, "addr": target.addr, "port": target.port}
             health_summary([master.finding], M("master-heading", rank=topo.node_rank, **fields).en, lang, out)
-            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED), True
     env = taco.env
     if launch.preflight is not PreflightMode.OFF:
         from entrypoint.launch.preflight import run_preflight, table
@@ -338,7 +382,7 @@ def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Rea
             out.write(table(preflight, lang) + "\n")
         health_summary(preflight.findings, M("preflight-heading").en, lang, out)
         if launch.preflight is PreflightMode.FAIL and preflight.failed:
-            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+            return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED), True
     nccl_dir = launch.files.nccl_dir if launch.nccl_debug else None
     if nccl_dir is not None:
         try:
@@ -399,6 +443,7 @@ def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Rea
         lang,
         attempts,
         exchange,
+        presence,
     )
     watch = _watch_storage(plan, supervisor, record, out, lang)
     watch.start()
@@ -410,7 +455,7 @@ def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Rea
         finding = failed("trainer.torchrun", what, RUN("start-failed-fix"), failure.program)
         health_summary([finding], RUN("start-heading").en, lang, out)
         metrics.close(ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED.value)
-        return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED)
+        return _ended_early(plan, out, lang, record, ExitCode.PREFLIGHT_FAILED, OutcomeClass.PREFLIGHT_FAILED), True
     finally:
         watch.stop()
         reader.close()
@@ -419,8 +464,26 @@ def _launch(plan: Plan, out: Tee, record: StartupRecord, lang: Lang, reader: Rea
     if watch.stalled is not None and (cause := watch.cause()) is not None:  # the record cannot go to the log folder
         line(out, lang, cause)
         _record_locally(record, str(topo.node_rank), code, cause.en, watch.stalled, out, lang)
-        return code
-    return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader, metrics)
+        return code, False
+    if presence is not None and code and supervisor.job_end is None and supervisor.signalled is None:
+        code = _conclude(plan, presence, supervisor, tail, code)
+    return _report(plan, out, record, lang, code, supervisor, progress, tail, taco, taco_reader, metrics), True
+
+
+def _conclude(plan: Plan, presence: Presence, supervisor: Supervisor, tail: OutputTail, code: int) -> int:
+    """torchrun failed on this node: settle how the job ends before saying so (`Presence.settle`: another node's
+    end, a lost node, or this node's own cause once every node is seen alive), and end the job that way on every
+    node. A collective error is most often another node's failure seen from here: that node's own cause is waited
+    for a little longer."""
+    cause = root_cause(plan.launch.error_file, tail)
+    since = supervisor.ended_at if supervisor.ended_at is not None else time.monotonic()
+    end = presence.settle(since, PEER_FIRST_S if cause and is_collective(cause) else 0.0)
+    if end is None:
+        node, host = presence.node_rank, presence.host
+        klass = OutcomeClass.DO_NOT_REQUEUE if supervisor.gave_up is not None else OutcomeClass.TRAINING_CRASHED
+        why = supervisor.verdict_line or M("end-training-failed", node=node, host=host, code=code, cause=cause or "-")
+        end = JobEnd(code, klass.value, why, node, host)
+    return supervisor.end_job(end).code
 
 
 def restart_prefetch(settings: Settings) -> Prefetch | None:
@@ -464,13 +527,20 @@ def _report(
     }
     if supervisor.stall is not None:
         record.data["stall"] = supervisor.stall
-        if code == ExitCode.STALLED:
+        own = "silent_s" in supervisor.stall  # this node's own stall, not its answer to node 0's request
+        if code == ExitCode.STALLED and own:
             cause = M("stalled-root-cause", silent=supervisor.stall["silent_s"]).en
             outcome.update({"class": OutcomeClass.STALLED.value, "root_cause": cause})
     if supervisor.attempts is not None and supervisor.attempts.attempts:
         record.data["attempts"] = supervisor.attempts.to_json()
     if supervisor.gave_up is not None:
         outcome.update({"class": OutcomeClass.DO_NOT_REQUEUE.value, "verdict": supervisor.gave_up.value})
+    end = supervisor.job_end
+    if end is not None and (end.node != plan.topology.node_rank or end.lost):  # another node's end, or a lost node
+        outcome.update(
+            {"class": end.outcome, "root_cause": end.cause.en, "ended_by": {"node": end.node, "host": end.host}}
+        )
+        outcome["lost_nodes"] = [n.to_json() for n in end.lost]
     record.data["outcome"] = outcome
     metrics.close(code, str(outcome["class"]))
     taco_outcome = taco.outcome(taco_reader.close(), plan.topology.node_rank)

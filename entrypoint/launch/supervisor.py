@@ -6,8 +6,11 @@ when the job was ended by signal N, 124 after a stall with no restart left, 93 w
 Stalls: node 0's watchdog detects them (a worker node is given none: its output shows no progress); node 0 asks
 the other nodes for their diagnosis and names the culprit (`stall_exchange.py`), then ends its workers when a
 restart is left (every node's agent then restarts: the peers' collectives fail, or they see node 0's newer
-attempt) or ends with 124 (the peers end as their workers fail). A worker node answers node 0's request on its
-next poll of the shared log folder.
+attempt) or ends with 124. A worker node answers node 0's request on its next poll of the shared log folder.
+
+One end for every node (`presence.py`): however a node ends the job (124, 93, a lost node's 75, training's own
+failure), it says so in this run's folder before it ends anything, and every other node ends its torchrun and
+workers with the same exit code and cause on its next look (every `PEER_CHECK_S`).
 
 Secrets: the launcher's own lines are masked as text (`core.masking.mask_text`); training's output is relayed byte
 for byte except that the secret values this run hands to torchrun (secret flags' values, secret-named variables,
@@ -18,6 +21,7 @@ back until the next chunk).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import queue
@@ -38,6 +42,7 @@ from entrypoint.launch.culprit import GATHER_WAIT_S, analyser_line, culprit_line
 from entrypoint.launch.failure import OutputTail
 from entrypoint.launch.messages import MESSAGES as M
 from entrypoint.launch.messages import line, say
+from entrypoint.launch.presence import JobEnd, Presence
 from entrypoint.launch.processes import ProcessTree
 from entrypoint.launch.restarts import Attempt, Attempts, Cause, Verdict
 from entrypoint.launch.stall_exchange import Exchange
@@ -45,7 +50,7 @@ from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod, Watchdog, dia
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 BANNER = "!" * 100
-PEER_CHECK_S = 2.0  # how often the shared log folder is read for a peer's newer attempt or node 0's stall request
+PEER_CHECK_S = 2.0  # how often this run's folder and node 0's stall request are read
 RESTART_WAIT_S = 60.0  # after a stall ended the workers: a new attempt must start by then, or the node ends (124)
 
 
@@ -173,6 +178,7 @@ class Supervisor:
         lang: Lang | str = Lang.BOTH,
         attempts: Attempts | None = None,
         exchange: Exchange | None = None,
+        presence: Presence | None = None,
     ) -> None:
         self.command, self.cwd, self.env = command, cwd, dict(env)
         self.out, self.readers, self.grace, self.lang = out, readers, grace, lang
@@ -182,9 +188,15 @@ class Supervisor:
         self.attempts = attempts
         self.gave_up: Verdict | None = None  # restarting cannot help: the job ends with DO_NOT_REQUEUE
         self._announce: Attempt | None = None  # a restart whose line waits for its attempt's facts
-        self._peer_check_at = 0.0
         self._fault_check_at = 0.0
         self.exchange = exchange
+        self.presence = presence
+        self.job_end: JobEnd | None = None  # the end every node of this run ends with, once one node ended the job
+        self.ended_at: float | None = None  # when torchrun ended (monotonic)
+        self.verdict_line: Text | None = None  # why this node gave up (DO_NOT_REQUEUE)
+        self._presence_check_at = 0.0
+        self._workers: frozenset[int] = frozenset()
+        self._said_unshared = False
         self.culprit_line: Text | None = None  # the latest stall's culprit line, repeated as the node's last line
         # Set by `run`: the cause when the CFS the job writes to is not answering now (`storage_watch.py`).
         self.storage_cause: Callable[[], Text | None] | None = None
@@ -249,10 +261,18 @@ class Supervisor:
                     break
                 except subprocess.TimeoutExpired:
                     current = self.tree.refresh()
+                    workers = frozenset(p.pid for p in current if p.ppid == self.tree.root)
+                    if self.presence is not None and self._workers - workers:  # a failure: lost nodes show sooner
+                        self.presence.failed_at = time.monotonic()
+                    if self.presence is not None and workers:  # workers start once every node joined torchrun
+                        self.presence.joined = True
+                    self._workers = workers
                     if self.attempts is not None and self.gave_up is None:
-                        self._follow_attempts(frozenset(p.pid for p in current if p.ppid == self.tree.root))
+                        self._follow_attempts(workers)
                     if self.exchange is not None and self.exchange.node_rank != 0:
                         self._answer_request()
+                    if self.presence is not None and self.job_end is None:
+                        self._watch_nodes()
                     stalled = self._check_stall()
                     if stalled is not None:
                         self._on_stall(*stalled)
@@ -262,6 +282,7 @@ class Supervisor:
                         killed = self.tree.kill()
                         say(self.out, self.lang, "grace-over", count=len(killed))
                         self.kill_deadline = None
+            self.ended_at = time.monotonic()
             leftovers = self.tree.kill()  # workers that outlived torchrun must not hold GPUs or the output pipe
             if leftovers and self.signalled is None:
                 say(self.out, self.lang, "leftovers-killed", count=len(leftovers))
@@ -271,12 +292,14 @@ class Supervisor:
                 signal.signal(sig, handler)
         if self.signalled is not None:
             return 128 + self.signalled
+        if self.job_end is not None:
+            return self.job_end.code
         if self.stall_ended:
             return ExitCode.STALLED
         if self.gave_up is None and code != 0 and self.attempts is not None:
             verdict = self.attempts.torchrun_failed(time.monotonic())
-            if verdict is not None:
-                self._give_up(verdict)
+            if verdict is not None:  # `run` settles how the job ends first (a node may have been lost)
+                self._give_up(verdict, tell=False)
         if self.gave_up is not None:
             return ExitCode.DO_NOT_REQUEUE
         return 128 - code if code < 0 else code
@@ -291,8 +314,6 @@ class Supervisor:
             fault = self.attempts.node_fault()
         if fault is not None:  # the health gate found this node faulty before a restart: restarts here cannot help
             self._give_up(Verdict.NODE_FAULT, fault)
-            self.attempts.record_gave_up(Verdict.NODE_FAULT)
-            self.tree.kill()
             return
         started = self.attempts.observe(workers)
         if started is not None and started.number > 0:
@@ -305,21 +326,9 @@ class Supervisor:
                 self.tree.kill()
                 return
             self._announce = started
-        attempt = self.attempts.current
-        now = time.monotonic()
-        if attempt is not None and now >= self._peer_check_at:
-            self._peer_check_at = now + PEER_CHECK_S
-            peer = self.attempts.peer_gave_up()
-            if peer is not None:  # another node ended the job: an attempt here would wait for its ranks forever
-                path, verdict = peer
-                code = int(ExitCode.DO_NOT_REQUEUE)
-                self._give_up(verdict, M("restart-peer-gave-up", verdict=verdict.value, path=path, code=code))
-                self.tree.kill()
-                return
-            newer = self.attempts.peer_ahead() if attempt.cause is None else None
-            if newer is not None:  # a peer restarted while this node's workers run on: restart them too
-                self.attempts.stalled(newer, Cause.PEER_RESTARTED)
-                self._end_workers(abort=False)
+            if self.presence is not None:
+                self.presence.attempt = started.number
+                self.presence.beat()  # the peers learn of the new attempt at once
         pending = self._announce
         if pending is not None and (
             self.attempts.read_facts(pending) is not None or time.monotonic() - pending.started_at > 10
@@ -343,16 +352,76 @@ class Supervisor:
             resume=M("restart-resume-step", step=step) if step is not None else M("restart-resume-fresh"),
         )
 
-    def _give_up(self, verdict: Verdict, why: Text | None = None) -> None:
-        """End the job with DO_NOT_REQUEUE; say why (`why`, else this node's own verdict) and tell the peers."""
+    def _give_up(self, verdict: Verdict, why: Text | None = None, tell: bool = True) -> None:
+        """End the job with DO_NOT_REQUEUE; say why (`why`, else this node's own verdict), note it in the attempts
+        folder and (`tell`) end the job on every node."""
         assert self.attempts is not None
         self.gave_up = verdict
-        if why is None:
-            why = self.attempts.verdict_text(verdict, int(ExitCode.DO_NOT_REQUEUE))
-            self.attempts.record_gave_up(verdict)
+        why = why or self.attempts.verdict_text(verdict, int(ExitCode.DO_NOT_REQUEUE))
+        self.attempts.record_gave_up(verdict)
         self.out.write(f"\n{BANNER}\n")
         line(self.out, self.lang, why)
         self.out.write(BANNER + "\n")
+        self.verdict_line = why
+        if tell:
+            self.end_job(JobEnd(int(ExitCode.DO_NOT_REQUEUE), "do-not-requeue", why, self._node, self._host))
+
+    @property
+    def _node(self) -> int:
+        return self.presence.node_rank if self.presence is not None else 0
+
+    @property
+    def _host(self) -> str:
+        return self.presence.host if self.presence is not None else ""
+
+    def _watch_nodes(self) -> None:
+        """Every `PEER_CHECK_S`, one look at this run's folder (`presence.py`): another node ended the job (this
+        node ends the same way), a node is lost (this node ends the job), or a node runs a newer attempt while this
+        node's workers run on (a rank of theirs hung, so no error reached them): this node restarts them too."""
+        assert self.presence is not None
+        now = time.monotonic()
+        if now < self._presence_check_at:
+            return
+        self._presence_check_at = now + PEER_CHECK_S
+        end = self.presence.look()
+        if end is not None:
+            self.end_job(end)
+            return
+        lost = self.presence.lost()
+        if lost:
+            self.end_job(self.presence.lost_end(lost))
+            return
+        unshared = self.presence.unshared()
+        if unshared and not self._said_unshared:
+            self._said_unshared = True
+            nodes = ", ".join(map(str, unshared))
+            say(self.out, self.lang, "presence-unshared", nodes=nodes, folder=str(self.presence.folder))
+        attempt = self.attempts.current if self.attempts is not None else None
+        ahead = self.presence.ahead(attempt.number) if attempt is not None and attempt.cause is None else None
+        if ahead is not None and self.attempts is not None:
+            node, number = ahead
+            self.attempts.stalled(M("restart-peer-ahead", node=node, attempt=number).en, Cause.PEER_RESTARTED)
+            self._end_workers(abort=False)
+
+    def end_job(self, end: JobEnd) -> JobEnd:
+        """End the job with `end` unless a node already ended it (then with that node's end): tell the other nodes
+        (before anything here is killed, so that they learn it from this node first), say it (another node's end,
+        or a lost node, in one line, also this node's last), and end torchrun and every worker here (a rank asleep
+        outside any collective included). Returns the end that stands."""
+        standing = self.presence.announce(end) if self.presence is not None else end
+        self.job_end = standing
+        if standing.node != self._node or standing.lost:
+            shown = standing.cause
+            if standing.node != self._node:
+                fields = {"node": standing.node, "host": standing.host, "code": standing.code}
+                shown = M("job-ended-by", cause=standing.cause, **fields)
+            self.out.write(f"\n{BANNER}\n")
+            line(self.out, self.lang, shown)
+            self.out.write(BANNER + "\n")
+            self.culprit_line = shown
+        if self.tree is not None:
+            self.tree.kill()
+        return standing
 
     def _check_stall(self) -> tuple[float, float] | None:
         """The watchdog's verdict (node 0 only); none while the current attempt's workers are being ended."""
@@ -411,6 +480,11 @@ class Supervisor:
         last_step = self.watchdog.progress.last_step if self.watchdog is not None else None
         shared = self.exchange.share(diagnosis, last_step, silent, request)
         verdict = self.exchange.verdict(shared.report, request)
+        if self.presence is not None and verdict.culprit.missing_nodes:  # no diagnosis, and no beat either: lost
+            self.presence.look()
+            quiet = {n: self.presence.silent_for(n) for n in verdict.culprit.missing_nodes}
+            lost = {n: seconds for n, seconds in quiet.items() if seconds >= GATHER_WAIT_S}
+            verdict = dataclasses.replace(verdict, culprit=dataclasses.replace(verdict.culprit, silent_nodes=lost))
         folder = str(verdict.folder or self.exchange.log_dir)
         note = analyser_line(verdict.analyser, folder)
         if note is not None and (verdict.analyser is not None or not self._said_no_recorder):
@@ -439,7 +513,7 @@ class Supervisor:
             self.culprit_line = storage
             self.stall = {"silent_s": round(silent, 1), "limit_s": round(limit, 1), "storage": storage.en}
             if self.stall_action is StallAction.FAIL:
-                self._end_stalled()
+                self._end_stalled(tell=False)  # the run's folder may be on that storage: the peers find this node lost
             return
         request = self.exchange.ask_others() if self.exchange is not None else None
         diagnosis = self._diagnose()
@@ -470,13 +544,19 @@ class Supervisor:
         self.stall = self._stall_record(silent, limit, diagnosis) | found
         self._end_stalled()
 
-    def _end_stalled(self) -> None:
-        """End the node with 124 after a stall: the platform ends the job (the peers' workers fail with it)."""
+    def _end_stalled(self, tell: bool = True) -> None:
+        """End the node with 124 after a stall, and (`tell`) the job on every node with it."""
         assert self.tree is not None
         self.stall_ended = True
-        say(self.out, self.lang, "stall-ending", code=int(ExitCode.STALLED))
+        code = int(ExitCode.STALLED)
+        say(self.out, self.lang, "stall-ending", code=code)
         self.out.write(BANNER + "\n")
-        self.tree.kill()
+        silent = self.stall.get("silent_s", "?") if self.stall else "?"
+        cause = self.culprit_line or M("stalled-root-cause", silent=silent)
+        if tell:
+            self.end_job(JobEnd(code, "stalled", cause, self._node, self._host))
+        else:
+            self.tree.kill()
 
     def _restart_missing(self) -> None:
         """A stall ended the workers but torchrun started no new attempt in time: end the node as without restarts."""
@@ -501,8 +581,10 @@ class Supervisor:
 
     def _end_workers(self, abort: bool) -> None:
         """SIGKILL every process below torchrun (or SIGABRT its workers, for faulthandler's stacks): its agent sees
-        the group fail and restarts it."""
+        the group fail and restarts it. Said first, since torchrun reports them as failed (`exitcode: -9`)."""
         assert self.tree is not None
+        sent = signal.SIGABRT if abort else signal.SIGKILL
+        say(self.out, self.lang, "workers-ended", signal=sent.name, code=-int(sent))
         for proc in self.tree.refresh():
             if abort and proc.ppid != self.tree.root:
                 continue

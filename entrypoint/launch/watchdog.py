@@ -50,6 +50,17 @@ COLLECTIVE_FRAMES = (
     "_wait_for",
     "wait_stream",
 )
+# Setting up the process group: waiting for every rank to connect (a rank that never joins keeps all of them here).
+# A rank waiting here is never a culprit: it waits for a missing one (`culprit.name_culprit`).
+SETUP_FRAMES = (
+    "_new_process_group_helper",
+    "init_process_group",
+    "_store_based_barrier",
+    "rendezvous",
+    "connectFullMesh",
+    "TCPStore",
+    "_create_c10d_store",
+)
 DATALOADER_FRAMES = ("_worker_loop", "dataloader", "DataLoader")
 PYSPY_TIMEOUT_S = 30
 ENVIRON_LIMIT = 1 << 20  # bytes of /proc/<pid>/environ read (the kernel caps a process's environment lower)
@@ -242,6 +253,7 @@ class Diagnosis:
     in_dataloader: list[int]
     gpu: str | None
     ranks: dict[int, int] = field(default_factory=dict)  # pid -> global rank, for the workers whose RANK was read
+    in_setup: list[int] = field(default_factory=list)  # waiting in process-group setup (`SETUP_FRAMES`)
 
     def to_json(self) -> dict[str, object]:
         """The record's form: the stacks go to their own file and the node log."""
@@ -251,6 +263,7 @@ class Diagnosis:
             "processes": [p.to_json() for p in self.processes],
             "in_collective": self.in_collective,
             "in_dataloader": self.in_dataloader,
+            "in_setup": self.in_setup,
             "gpu": self.gpu,
         }
 
@@ -261,6 +274,7 @@ def diagnose(tree: ProcessTree) -> Diagnosis:
     stacks: dict[str, str] = {}
     in_collective: list[int] = []
     in_dataloader: list[int] = []
+    in_setup: list[int] = []
     ranks: dict[int, int] = {}
     for proc in tree.refresh():
         entry = ProcessReport(
@@ -278,12 +292,19 @@ def diagnose(tree: ProcessTree) -> Diagnosis:
         stack = py_spy_dump(proc.pid) if "python" in proc.name or "python" in entry.cmdline else None
         if stack:
             stacks[str(proc.pid)] = stack
-            if any(frame in stack for frame in COLLECTIVE_FRAMES):
+            if in_setup_frames(main_frames(stack)):
+                in_setup.append(proc.pid)
+            elif any(frame in stack for frame in COLLECTIVE_FRAMES):
                 in_collective.append(proc.pid)
             if any(frame in stack for frame in DATALOADER_FRAMES):
                 in_dataloader.append(proc.pid)
     method = DiagnosisMethod.PY_SPY if stacks else DiagnosisMethod.NONE
-    return Diagnosis(method, report, stacks, in_collective, in_dataloader, gpu_utilisation(), ranks)
+    return Diagnosis(method, report, stacks, in_collective, in_dataloader, gpu_utilisation(), ranks, in_setup)
+
+
+def in_setup_frames(frames: tuple[str, ...]) -> bool:
+    """Whether a rank's main-thread frames (`main_frames`) show it setting up the process group."""
+    return any(name in frame for frame in frames for name in SETUP_FRAMES)
 
 
 def summary_lines(diagnosis: Diagnosis) -> list[Text]:
@@ -301,6 +322,8 @@ def summary_lines(diagnosis: Diagnosis) -> list[Text]:
             loading=str(diagnosis.in_dataloader) if diagnosis.in_dataloader else none,
         )
     )
+    if diagnosis.in_setup:
+        lines.append(M("stall-setup", pids=str(diagnosis.in_setup)))
     if diagnosis.gpu:
         lines.append(M("stall-gpu", gpu=diagnosis.gpu))
     if diagnosis.method is DiagnosisMethod.NONE:

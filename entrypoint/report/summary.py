@@ -1,9 +1,9 @@
 """The report's first line: why the job ended as it did, in at most `LIMIT` characters per language.
 
 Read from each node's newest run. A failure names the node that explains it best (one whose stall named a culprit,
-else by outcome: do-not-requeue, stalled, crashed, preflight, mis-specified, killed), its exit code, class and
-root cause, the culprit, the restarts and their causes, then the other nodes that failed and the nodes that left
-no file. A success gives the step and loss reached, the restarts it recovered from and the checkpoints saved.
+else by outcome: node lost, do-not-requeue, stalled, crashed, preflight, mis-specified, killed), its exit code,
+class and root cause, the culprit, the restarts and their causes, then the other nodes that failed and the nodes
+that left no file. A success gives the step and loss reached, the restarts it recovered from and the checkpoints saved.
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from entrypoint.report.collect import Experiment, NodeRun
 from entrypoint.report.messages import MESSAGES as M
 
 LIMIT = 1024
-_PRIORITY = ("do-not-requeue", "stalled", "training-crashed", "preflight-failed", "job-misspecified", "killed")
+_PRIORITY = (
+    "node-lost",
+    "do-not-requeue",
+    "stalled",
+    "training-crashed",
+    "preflight-failed",
+    "job-misspecified",
+    "killed",
+)
 
 
 def _ranks(values: list[int]) -> str:

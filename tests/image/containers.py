@@ -206,6 +206,23 @@ def start_two_nodes(sandbox: Sandbox, cfs: Path, **extra: str) -> tuple[Node, No
     return nodes[0], nodes[1]
 
 
+def start_nodes(
+    sandbox: Sandbox, cfs: Path, count: int, per_node: int = 1, absent: tuple[int, ...] = (), **extra: str
+) -> dict[int, Node]:
+    """`count` TI-ONE nodes of `per_node` processes on one Docker network, by node rank, except the `absent` ones
+    (named in NODE_LIST, never started); node 0's container name is MASTER_ADDR."""
+    network = sandbox.network()
+    names = [sandbox.name(f"node{rank}") for rank in range(count)]
+    node_list = ",".join(f"{name}:{per_node}" for name in names)
+    nodes = {}
+    for rank in range(count):
+        if rank in absent:
+            continue
+        env = tione_env(nodes=count, per_node=per_node, rank=rank, master=names[0], NODE_LIST=node_list, **extra)
+        nodes[rank] = sandbox.start(f"node{rank}", env, cfs, network=network)
+    return nodes
+
+
 def record_of(cfs: Path, rank: int) -> dict[str, Any]:
     """Node `rank`'s start-up record of the one run in `cfs`."""
     (log,) = (cfs / "logs").glob(f"pi05_libero_pytorch-node{rank}-*.log")

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from entrypoint.launch.attempt import AttemptArgs, DecidedBy, attempt_port, decide, shared_decision
-from entrypoint.launch.progress import Progress
-from entrypoint.launch.restarts import Attempts, Verdict
 from tests.support.files import small_text
 from tests.support.synthetic import make_checkpoint
 
@@ -92,35 +90,6 @@ def test_a_restart_after_the_last_save_trains_nothing(tmp_path):
 
 def test_the_store_port_stays_a_port():
     assert attempt_port(65534, 1) == 65532 and attempt_port(29500, 1) == 29502
-
-
-def _node_attempts(logs: Path, rank: int) -> Attempts:
-    facts = logs / f"exp-node{rank}-20261203-120000.attempts"
-    facts.mkdir(parents=True)
-    (facts / "0.json").write_text("{}")
-    return Attempts(max_restarts=3, t0=0.0, progress=Progress(), facts_dir=facts, node_rank=rank)
-
-
-def test_a_node_that_gives_up_stops_its_peers(tmp_path: Path) -> None:
-    """A node ending the job with 93 tells the others: a node that judged the failure differently (the peer's
-    exception reached it as a collective error) must not start an attempt that waits for ranks that are gone."""
-    node0, node1 = _node_attempts(tmp_path, 0), _node_attempts(tmp_path, 1)
-    assert node0.peer_gave_up() is None
-    node1.record_gave_up(Verdict.SAME_EXCEPTION)
-    found = node0.peer_gave_up()
-    assert found is not None and found[1] is Verdict.SAME_EXCEPTION and "exp-node1-" in found[0]
-    assert node1.peer_gave_up() is None  # its own verdict is not a peer's
-
-
-def test_a_verdict_left_by_an_earlier_run_or_garbled_is_handled(tmp_path: Path) -> None:
-    node0, node1 = _node_attempts(tmp_path, 0), _node_attempts(tmp_path, 1)
-    stale = node1.facts_dir / "gave-up.json"  # type: ignore[operator]
-    stale.write_text("not json")
-    os.utime(stale, (1, 1))  # written before this run's first attempt
-    assert node0.peer_gave_up() is None
-    os.utime(stale, None)
-    found = node0.peer_gave_up()
-    assert found is not None and found[1] is Verdict.BUDGET_SPENT  # unreadable: still the end of the job
 
 
 # ---- one resume decision per restart, shared by every node (several simulated nodes: processes) ----

@@ -4,6 +4,7 @@ analyser run within its bound."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -38,7 +39,18 @@ from entrypoint.launch.flight_recorder import (
 )
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.saves import SaveWatch, next_save
-from entrypoint.launch.watchdog import FIRST_SAVE_S, FLOOR_S, Watchdog, stall_limit
+from entrypoint.launch.watchdog import (
+    FIRST_SAVE_S,
+    FLOOR_S,
+    Diagnosis,
+    DiagnosisMethod,
+    ProcessReport,
+    Role,
+    Watchdog,
+    in_setup_frames,
+    stall_limit,
+    summary_lines,
+)
 from tests.support.stall import BARRIER, SLEEP, STARTUP, Clock
 
 
@@ -126,6 +138,30 @@ def test_no_rank_is_named_when_every_rank_waits_in_the_same_place():
     culprit = name_culprit(two_nodes(dict.fromkeys(range(4), BARRIER)))
     assert culprit.method is Method.NONE and culprit.ranks == []
     assert "no single rank stands out" in culprit_lines(culprit, 30, "/logs")[-1].en
+
+
+SETUP = (
+    "_new_process_group_helper (torch/distributed/distributed_c10d.py)",
+    "init_process_group (c.py)",
+    "main (t.py)",
+)
+STORE_HOST = ("_store_based_barrier (torch/distributed/distributed_c10d.py)", "main (train.py)")
+
+
+def test_ranks_waiting_in_process_group_setup_are_never_the_culprit():
+    """A node's ranks are missing after a restart: rank 0 waits for their connections in another frame than the
+    others; nobody is blamed, and the line says they wait in setup (the odd-one-out rule once named rank 0)."""
+    culprit = name_culprit(two_nodes({0: STORE_HOST, 1: SETUP, 2: SETUP, 3: SETUP}))
+    assert (culprit.method, culprit.ranks, culprit.nodes, culprit.setup_ranks) == (Method.NONE, [], [], [0, 1, 2, 3])
+    (line,) = culprit_lines(culprit, 30, "/logs")
+    assert line.en.startswith("STALL: 4 rank(s) wait in process-group setup (") and "none of them is blamed" in line.en
+
+
+def test_a_node_with_no_diagnosis_and_no_beat_is_named_lost():
+    gathered = Gathered(two_nodes(dict.fromkeys(range(4), SETUP)).reports | {}, [2])
+    culprit = name_culprit(gathered)
+    lines = culprit_lines(dataclasses.replace(culprit, silent_nodes={2: 75.0}), 30, "/logs")
+    assert lines[0].en.startswith("STALL: node 2 sent no diagnosis within 30s and shows no sign of life for 75s")
 
 
 def test_the_flight_recorder_wins_over_stacks():
@@ -230,3 +266,14 @@ def test_the_flight_recorder_is_on_by_default_and_the_users_own_values_are_kept(
     exported, kept = plan["env"]["set"], plan["env"]["kept"]
     assert kept["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "500" and kept["TORCH_FR_DUMP_TEMP_FILE"] == "/mine/fr_"
     assert not {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"} & set(exported)
+
+
+def test_the_stall_summary_lists_ranks_in_process_group_setup_apart_from_collectives():
+    report = ProcessReport(7, 1, Role.RANK, "S", "do_poll", "python train.py")
+    diagnosis = Diagnosis(DiagnosisMethod.PY_SPY, [report], {"7": "stack"}, [], [], None, {7: 0}, [7])
+    text = " | ".join(render(t, Lang.EN) for t in summary_lines(diagnosis))
+    assert (
+        "in a collective: none seen" in text
+        and "in process-group setup, waiting for every rank to connect: [7]" in text
+    )
+    assert in_setup_frames(SETUP) and not in_setup_frames(BARRIER)

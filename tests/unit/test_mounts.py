@@ -242,6 +242,16 @@ def test_the_mounted_cfs_is_named_and_the_job_passes(world: World) -> None:
     assert "storage.checkpoint-writable" in outcome.out
 
 
+@pytest.mark.parametrize("nodes, status", [(2, "WARN"), (1, "PASS")])
+def test_a_multi_node_job_on_a_local_file_system_is_warned_that_nodes_must_share_it(world, nodes, status) -> None:
+    mounted_as(world, ROOT_OVERLAY, PROC, line(2, str(world.assets.resolve()), "ext4", "/dev/vdb"))
+    base = world.tione(nodes=nodes, per_node=8, rank=0)
+    outcome = run_cli(world, ("check",), base, 60)
+    assert outcome.code == 0, outcome.text[-3000:]
+    assert f"{status}  storage.assets-mount" in outcome.out and "local file system ext4" in outcome.out
+    assert ("need the log folder shared by every node" in outcome.out) is (nodes > 1)
+
+
 def test_checkpoints_outside_the_mounted_root_on_the_containers_disk_fail(world: World) -> None:
     mounted_as(world, ROOT_OVERLAY, line(2, str(world.assets.resolve()), "nfs4", "10.0.0.9:/cfs"))
     local = world.root / "local-checkpoints"

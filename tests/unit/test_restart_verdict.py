@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.launch.attempt_files import peer_file
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.restarts import Attempt, Attempts, Cause, Verdict, judge
 
@@ -308,38 +309,25 @@ def facts_dirs(tmp_path: Path, exp: str, nodes: int) -> list[Path]:
 
 def test_an_experiment_named_like_a_node_still_finds_its_peers(tmp_path):
     own, peer = facts_dirs(tmp_path, "run-node1-x", 2)
-    node = Node(3, own, node_rank=0)
-    Node(3, peer, node_rank=1).attempts.record_gave_up(Verdict.NO_PROGRESS)
-    found = node.attempts.peer_gave_up()
-    assert found is not None and found[1] is Verdict.NO_PROGRESS
-    assert json.loads((peer / "gave-up.json").read_text()) == {"verdict": "no-progress", "node_rank": 1}
+    (peer / "1.json").write_text("{}")
+    assert peer_file(own, 0, "1.json") == peer / "1.json"
 
 
 @pytest.mark.parametrize("holder", [1, 2])
 def test_every_peer_is_looked_at_whichever_comes_first(tmp_path, holder):
     folders = facts_dirs(tmp_path, "exp", 3)
-    node = Node(3, folders[0])
-    node.attempts.observe(frozenset({1}))
     (folders[holder] / "1.json").write_text("{}")
-    assert node.attempts.peer_ahead() == str(folders[holder] / "1.json")
+    assert peer_file(folders[0], 0, "1.json") == folders[holder] / "1.json"
 
 
 def test_a_peer_file_written_the_same_second_the_run_began_counts(tmp_path):
     own, peer = facts_dirs(tmp_path, "exp", 2)
     since = (own / "0.json").stat().st_mtime
-    Node(3, peer, node_rank=1).attempts.record_gave_up(Verdict.SAME_EXCEPTION)
-    os.utime(peer / "gave-up.json", (since, since))
-    assert Node(3, own).attempts.peer_gave_up() is not None
-
-
-@pytest.mark.parametrize("size, verdict", [(4096, Verdict.SAME_EXCEPTION), (4097, Verdict.BUDGET_SPENT)])
-def test_a_peers_verdict_is_read_within_its_bound(tmp_path, size, verdict):
-    own, peer = facts_dirs(tmp_path, "exp", 2)
-    body = '{"verdict": "same-exception", "pad": "'
-    (peer / "gave-up.json").write_text(body + "x" * (size - len(body) - 2) + '"}')
-    assert (peer / "gave-up.json").stat().st_size == size
-    found = Node(3, own).attempts.peer_gave_up()
-    assert found is not None and found[1] is verdict
+    (peer / "1.json").write_text("{}")
+    os.utime(peer / "1.json", (since, since))
+    assert peer_file(own, 0, "1.json") is not None
+    os.utime(peer / "1.json", (since - 1, since - 1))  # an earlier run's
+    assert peer_file(own, 0, "1.json") is None
 
 
 def test_the_record_of_each_attempt_with_what_its_workers_recorded(tmp_path):
