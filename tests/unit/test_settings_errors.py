@@ -279,3 +279,66 @@ def test_unknown_variables_and_the_closest_known_one(tmp_path):
     assert suggest_variable("VLA_JOB_FIL") == "VLA_JOB_FILE"  # ours, though no key
     assert suggest_variable("VLA_MINF", ("VLA_MINE",)) == "VLA_MINE"
     assert suggest_variable("ZZZZ") is None
+
+
+@pytest.mark.parametrize(
+    "text, at, what",
+    [
+        ("a: \0\n", "", "is not valid YAML: unacceptable character #x0000"),
+        (
+            "batch_size: *x\n",
+            " (line 1, column 13)",
+            "is not valid YAML (line 1, column 13): found undefined alias 'x'",
+        ),
+    ],
+)
+def test_a_job_file_that_is_no_yaml_names_the_file_and_where_in_it(tmp_path, text, at, what):
+    job = tmp_path / "job.yaml"
+    job.write_text(text, encoding="utf-8")
+    problem = _refused({**_base(tmp_path), "VLA_JOB_FILE": str(job)})
+    assert problem.where == f"{job}{at}"
+    assert problem.what.en.startswith(f"the job file {job} {what}")
+    assert problem.fix.en == "Fix the syntax at that line (check indentation and quotes)."
+
+
+@pytest.mark.parametrize(
+    "where, env, line, shown",
+    [
+        ("VLA_BATCH_SIZE", {"VLA_BATCH_SIZE": "1" * 30}, "", repr("1" * 30)),  # too many digits to convert
+        ("{job}: batch_size", {}, "batch_size: 99999999999999999999", "99999999999999999999"),  # a YAML integer
+    ],
+)
+def test_an_integer_above_what_64_bits_hold_says_the_range(tmp_path, where, env, line, shown):
+    job = tmp_path / "job.yaml"
+    job.write_text(line + "\n", encoding="utf-8")
+    problem = _refused({**_base(tmp_path), "VLA_JOB_FILE": str(job), **env})
+    where = where.format(job=job)
+    expected = f"an integer from 1 to {INT64_MAX}"
+    assert problem.what.en == f"{where}={shown} is not valid: expected {expected}"
+
+
+def test_a_bus_bandwidth_below_one_is_still_positive(tmp_path):
+    assert load_settings({**_base(tmp_path), "VLA_PREFLIGHT_MIN_BUSBW": "0.5"}).preflight_min_busbw == 0.5
+
+
+def test_the_baked_job_file_is_read_as_yaml_from_its_default_place(tmp_path, monkeypatch):
+    from entrypoint.core import settings
+
+    baked = tmp_path / "baked.yaml"
+    baked.write_text("extra_args: --a b\n")  # a YAML string, not a shell line
+    monkeypatch.setattr(settings, "BAKED_JOB_FILE", str(baked))
+    problem = _refused({"VLA_ASSETS_ROOT": str(tmp_path)})
+    assert problem.where == f"{baked}: extra_args" and "expected a list of strings" in problem.what.en
+    baked.unlink()
+    baked.mkdir()
+    problem = _refused({"VLA_ASSETS_ROOT": str(tmp_path)})
+    assert problem.fix.en == f"Make {baked} a readable UTF-8 YAML file, or point VLA_BAKED_JOB_FILE elsewhere."
+
+
+def test_an_experiment_folder_too_long_quotes_its_path(tmp_path):
+    base = "/" + "/".join(["c" * 250] * 16)
+    problem = _refused({**_base(tmp_path), "VLA_CHECKPOINT_BASE_DIR": base, "VLA_EXP_NAME": "e" * 250})
+    path = f"{base}/pi05_libero/{'e' * 250}"
+    assert (
+        problem.what.en == f"VLA_EXP_NAME: the path {path[:60]}… is {len(path)} bytes; a path may be at most 4095 bytes"
+    )
