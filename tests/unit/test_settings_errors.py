@@ -342,3 +342,8 @@ def test_an_experiment_folder_too_long_quotes_its_path(tmp_path):
     assert (
         problem.what.en == f"VLA_EXP_NAME: the path {path[:60]}… is {len(path)} bytes; a path may be at most 4095 bytes"
     )
+
+
+def test_a_bad_flag_names_the_flag(tmp_path):
+    problem = _refused(_base(tmp_path), {"batch_size": "0"})
+    assert problem.where == "--batch-size" and problem.what.en.startswith("--batch-size='0' is not valid")
