@@ -53,7 +53,10 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("core/settings.py",),
         ("test_settings.py", "test_settings_errors.py", "test_settings_paths.py", "test_readme_settings.py"),
     ),
-    "inspect/topology": (("inspect/topology.py",), ("test_topology.py", "test_topology_edges.py", "test_fabric.py")),
+    "inspect/topology": (
+        ("inspect/topology.py",),
+        ("test_topology.py", "test_topology_edges.py", "test_topology_messages.py", "test_fabric.py"),
+    ),
     "inspect/assets": (
         ("inspect/assets.py",),
         ("test_assets.py", "test_edges_assets.py", "test_asset_parsers.py", "test_parser_properties.py"),
