@@ -4,9 +4,9 @@ Each module runs in its own folder, `.work/mutation/<module>/`, that links the c
 what tests read beside them (`SHARED`), and holds a copy of `pyproject.toml` whose `[tool.mutmut]` table is narrowed
 to that module's file(s) and to the unit test files that guard it (`MODULES`). mutmut keeps its mutants and
 results there, so modules never reset each other's results and a second run of a module only tests what changed.
-Each mutant mutmut leaves alive is then run once more in a fresh interpreter (`_recheck`): code that runs at import
-is otherwise never tested with a mutant on. The summary (score, survivors) is printed and written to
-`.work/mutation/<module>/summary.txt`.
+The survivors of functions with no mutant killed are then run once more in a fresh interpreter (`_recheck`): code
+that runs only at import is otherwise never tested with a mutant on. The summary (score, survivors) is printed and
+written to `.work/mutation/<module>/summary.txt`.
 
 Not part of CI: a module takes minutes to an hour on two cores.
 """
@@ -161,14 +161,25 @@ def _fresh_verdict(folder: Path, tests: list[str], mutant: str) -> str:
 
 
 def _recheck(folder: Path, tests: tuple[str, ...], results: dict[str, str], workers: int) -> dict[str, str]:
-    """Survivors run once more, each in a fresh interpreter with the mutant switched on from the start. mutmut forks
-    its runs from a process that imported the code with no mutant on, so a mutant in code that runs at import (the
-    settings table built from the dataclass fields, a module-level table) is never really tested there."""
+    """Survivors of functions none of whose mutants was killed, each run once more in a fresh interpreter with the
+    mutant switched on from the start. mutmut forks its runs from a process that imported the code with no mutant
+    on, so a function that runs only at import (the settings table built from the dataclass fields, a module-level
+    table) is never really tested there; a function with a killed mutant runs during the tests, and a fresh run of
+    its survivors would take long and show nothing."""
     present = [f"tests/unit/{t}" for t in tests if (REPO / "tests" / "unit" / t).is_file()]
-    left = [name for name, status in results.items() if status in ("survived", "no tests")]
+    exercised = {_function(name) for name, status in results.items() if status not in _NOT_KILLED}
+    left = [
+        name
+        for name, status in results.items()
+        if status in ("survived", "no tests") and _function(name) not in exercised
+    ]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         verdicts = dict(zip(left, pool.map(lambda m: _fresh_verdict(folder, present, m), left), strict=True))
     return {name: verdict for name, verdict in verdicts.items() if verdict != "survived"}
+
+
+def _function(mutant: str) -> str:
+    return mutant.rsplit("__mutmut_", 1)[0]
 
 
 def _summary(name: str, results: dict[str, str], fresh: dict[str, str]) -> str:
