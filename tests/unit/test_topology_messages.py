@@ -267,3 +267,38 @@ def test_what_a_worker_waits_for_before_its_first_torchrun(topology, timeout, pr
             "timeout_s": timeout,
             "resolve_timeout_s": wait.resolve_timeout_s,
         }
+
+
+def test_node_list_entries_may_be_ipv6_addresses(tmp_path):
+    topology = resolve(tmp_path, {**TIONE, "NODE_LIST": "fd00::1:8,fd00::2:8"})
+    assert (topology.nnodes, topology.world_size) == (2, 16)
+
+
+def test_torchrun_variables_without_a_node_count_mean_one_node(tmp_path):
+    topology = resolve(tmp_path, {"PET_NPROC_PER_NODE": "2"})
+    assert (topology.source, topology.nnodes, topology.nproc_per_node) == (TopologySource.TORCHRUN, 1, 2)
+
+
+def test_exactly_as_many_visible_gpus_as_processes_is_no_warning(tmp_path):
+    assert resolve(tmp_path, {"GPU_NUM_PER_NODE": "2", "CUDA_VISIBLE_DEVICES": "0,1"}).findings == ()
+
+
+def test_a_stray_torchrun_master_address_is_reported_and_an_agreeing_one_is_not(tmp_path):
+    (finding,) = resolve(tmp_path, {**TIONE, "PET_MASTER_ADDR": "10.0.0.9"}).findings
+    assert finding.where == "PET_MASTER_ADDR" and "PET_MASTER_ADDR=10.0.0.9" in finding.message.en
+    assert resolve(tmp_path, {**TIONE, "PET_MASTER_ADDR": "10.0.0.1"}).findings == ()
+
+
+def test_a_single_machine_still_checks_a_master_address_it_is_given(tmp_path):
+    with pytest.raises(UserError) as caught:
+        resolve(tmp_path, {"MASTER_ADDR": "bad_host!"})
+    assert caught.value.where == "MASTER_ADDR"
+
+
+def test_a_single_machine_told_of_more_gpus_than_it_has_uses_the_ones_present(tmp_path):
+    topology = resolve(tmp_path, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, gpus=2)
+    assert topology.nproc_per_node == 2
+    (finding,) = topology.findings
+    assert finding.message.en == "CUDA_VISIBLE_DEVICES exposes 4 GPUs; only the first 2 are used"
+    assert finding.hint is not None
+    assert finding.hint.en == "Raise the visible GPU count to use them all, or unset CUDA_VISIBLE_DEVICES."
