@@ -79,16 +79,9 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
         ("test_mounts.py", "test_resume.py", "test_dev_machine_check.py", "test_cli.py", "test_finished_job.py"),
     ),
-    "fabric": (
-        (
-            "fabric/decide.py",
-            "fabric/draft.py",
-            "fabric/inventory.py",
-            "fabric/memlock.py",
-            "fabric/nccl_debug.py",
-            "fabric/rdma.py",
-            "fabric/sockets.py",
-        ),
+    "fabric/rdma": (("fabric/decide.py", "fabric/rdma.py"), ("test_fabric.py", "test_fabric_edges.py")),
+    "fabric/other": (
+        ("fabric/draft.py", "fabric/inventory.py", "fabric/memlock.py", "fabric/nccl_debug.py", "fabric/sockets.py"),
         ("test_fabric.py", "test_fabric_edges.py"),
     ),
     "fabric/nccl_log": (("fabric/nccl_log.py",), ("test_nccl_log.py", "test_parser_properties.py")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -448,6 +449,37 @@ def test_fabric_plan(built, build, env, topo, transport, devices, env_set, env_k
     }
     assert all(f.id.startswith("fabric.") and f.message.zh for f in plan.findings)
     json.dumps(plan.to_json())
+
+
+GOLDEN = Path(__file__).parent / "golden" / "fabric"
+
+
+def _as_read(plan, root: Path) -> str:
+    """A plan as the user reads it in the startup report: each variable's value and reason, each finding."""
+    lines = []
+    for d in plan.decisions:
+        value = "unset" if d.value is None else ("kept " if d.kept else "set ") + repr(d.value)
+        lines.append(f"{d.variable}: {value}: {d.reason.en} [{', '.join(d.sources)}]")
+    for f in plan.findings:
+        hint = f" | {f.hint.en}" if f.hint else ""
+        lines.append(f"{f.status.value} {f.id} @ {f.where}: {f.message.en}{hint}")
+    return "\n".join(lines).replace(str(root), "<root>") + "\n"
+
+
+@pytest.mark.parametrize("build, env, topo, transport, devices, env_set, env_kept, warns", CASES)
+def test_every_decision_and_finding_reads_as_recorded(
+    built, request, build, env, topo, transport, devices, env_set, env_kept, warns
+):
+    """The words of every decision and finding, against `golden/fabric/<case>.txt` (reviewed when written:
+    `VLA_WRITE_GOLDEN=1` rewrites them after an intended change of wording or rules)."""
+    fake = built(build)
+    plan = plan_fabric(Host(env={**fake.env, **env}, root=fake.root), topo, resolve=lambda name: [])
+    text = _as_read(plan, fake.root)
+    golden = GOLDEN / f"{request.node.callspec.id}.txt"
+    if os.environ.get("VLA_WRITE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
 
 
 def test_exported_ib_hca_selects_exactly_the_chosen_ports(built):
