@@ -157,6 +157,22 @@ def hcc_with_conf(text: str) -> Callable[[Path], FakeHost]:
     return lambda root: hcc_container(root).nccl_conf(text)
 
 
+def slow_rail(root: Path) -> FakeHost:
+    """Three RoCE rails at 400, 100 and 200 Gb/s: the 100 Gb/s one is under half the best."""
+    fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1").route("eth0", "10.0.0.0/16")
+    for n, rate in enumerate(("400 Gb/sec (4X NDR)", "100 Gb/sec (4X EDR)", "200 Gb/sec (2X HDR)")):
+        fake.bond(f"bond{n}", [f"ens{n}"]).rdma(f"mlx5_bond_{n}", rate=rate, gids=roce_gids(f"30.0.{n}.2", f"bond{n}"))
+    return fake.limits(None, None).peermem()
+
+
+def one_netdev_elsewhere(root: Path) -> FakeHost:
+    """Two RoCE ports, one whose GID's netdev is in this container and one whose netdev is not."""
+    fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1")
+    fake.bond("bond0", ["ens0"]).rdma("mlx5_bond_0", gids=roce_gids("30.0.0.2", "bond0"))
+    fake.rdma("mlx5_bond_1", gids=roce_gids("30.0.1.2", "bond1"))
+    return fake.limits(None, None).peermem()
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Callable[[Callable[[Path], FakeHost]], FakeHost]:
     """Each layout is built once per module (file creation is what costs time); planning never writes."""
@@ -417,6 +433,83 @@ CASES = [
         {},
         {"fabric.gid-index"},
         id="gid-indices-differ-old-nccl",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_HCA": "mlx5_bond:70000,mlx5_bond", "NCCL_IB_DISABLE": "0"},
+        topology(),
+        "roce",
+        BONDS,
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5_bond:70000,mlx5_bond"},
+        {"fabric.preset-ib-hca"},
+        id="preset-ib-hca-port-out-of-range-and-ib-disable-0",
+    ),
+    pytest.param(
+        plain_vm,
+        {"NCCL_IB_HCA": "mlx5_0"},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {"NCCL_IB_HCA": "mlx5_0"},
+        {"fabric.preset-ib-hca", "fabric.socket-fallback"},
+        id="preset-ib-hca-on-a-machine-without-rdma",
+    ),
+    pytest.param(
+        ib_plus_roce_off_default,
+        {"NCCL_IB_HCA": "mlx5"},
+        topology(),
+        "ib",
+        IB4,
+        ETH0,
+        {"NCCL_IB_HCA": "mlx5"},
+        {"fabric.preset-ib-hca"},
+        id="preset-ib-hca-mixing-ib-and-roce",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+        topology(),
+        "socket",
+        (),
+        {**ETH0, "NCCL_IB_DISABLE": "1"},
+        {"NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+        {"fabric.roce-no-gid", "fabric.socket-fallback"},
+        id="ipv6-family-without-ipv6-gids",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_NET": "Socket"},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {"NCCL_NET": "Socket"},
+        {"fabric.socket-fallback"},
+        id="preset-nccl-net-socket",
+    ),
+    pytest.param(
+        slow_rail,
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1", "mlx5_bond_1:1", "mlx5_bond_2:1"),
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {},
+        {"fabric.slow-port"},
+        id="one-rail-under-half-the-best",
+    ),
+    pytest.param(
+        one_netdev_elsewhere,
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1",),
+        {**ETH0, "NCCL_IB_HCA": "=mlx5_bond_0:1", "NCCL_IB_GID_INDEX": "3"},
+        {},
+        set(),
+        id="one-gid-netdev-outside-namespace-left-out",
     ),
 ]
 
