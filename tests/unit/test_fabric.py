@@ -648,6 +648,84 @@ def test_rdma_health_findings(tmp_path):
     assert "fabric.net-plugin" in {f.id for f in plan.findings}
 
 
+def _health_limited(root: Path) -> FakeHost:
+    fake = hcc_container(root, vpc_rdma=False).limits(65536, 65536).file("/usr/local/nvidia/lib64/libnccl-net.so", "")
+    (root / "sys/module/nvidia_peermem/version").unlink()
+    return fake.with_env(LD_LIBRARY_PATH="/usr/local/nvidia/lib64")
+
+
+def _health_cap(root: Path) -> FakeHost:
+    fake = hcc_container(root, vpc_rdma=False).limits(65536, 65536, cap_ipc_lock=True)
+    (root / "sys/module/nvidia_peermem/version").unlink()
+    return fake.nvidia_driver(open_module=True, kernel="6.5.0-1-generic")
+
+
+def _health_unlimited(root: Path) -> FakeHost:
+    return hcc_container(root, vpc_rdma=False).limits(None, None)
+
+
+@pytest.mark.parametrize("build", [_health_limited, _health_cap, _health_unlimited], ids=lambda b: b.__name__[1:])
+def test_rdma_health_reads_as_recorded(tmp_path, request, build):
+    """GPUDirect RDMA, locked memory and the net plugin as the startup report words them, against
+    `golden/fabric/<case>.txt` (`VLA_WRITE_GOLDEN=1` rewrites them after an intended change)."""
+    fake = build(tmp_path)
+    plan = plan_fabric(fake.host(), topology())
+    text = "\n".join(
+        f"{f.status.value} {f.id} @ {f.where}: {f.message.en}" + (f" | {f.hint.en}" if f.hint else "")
+        for f in plan.findings
+        if f.id in ("fabric.gdr", "fabric.memlock", "fabric.net-plugin")
+    )
+    golden = GOLDEN / f"{request.node.callspec.id}.txt"
+    if os.environ.get("VLA_WRITE_GOLDEN") == "1":
+        golden.write_text(text + "\n", encoding="utf-8")
+    assert text + "\n" == golden.read_text(encoding="utf-8")
+
+
+def test_the_plan_record_holds_what_was_found_and_decided(built):
+    plan = plan_fabric(built(hcc_container).host(), topology())
+    record = plan.to_json()
+    assert {k: record[k] for k in ("transport", "devices", "socket_ifname", "gdr", "nccl_version", "net_plugin")} == {
+        "transport": "roce",
+        "devices": list(BONDS),
+        "socket_ifname": "eth0",
+        "gdr": "peermem",
+        "nccl_version": None,
+        "net_plugin": None,
+    }
+    assert record["memlock"] == plan.memlock.to_json() and record["env_set"] == plan.env_set
+    assert record["env_kept"] == plan.env_kept
+    assert record["decisions"] == [d.to_json() for d in plan.decisions]
+    assert record["findings"] == [f.to_json() for f in plan.findings]
+
+
+@pytest.mark.parametrize(
+    "name, addresses",
+    [("127.0.0.1", ["127.0.0.1"]), ("10.1.2.3", ["10.1.2.3"]), ("a" * 64 + ".example", []), ("", [])],
+)
+def test_resolving_the_master_never_raises(name, addresses):
+    from entrypoint.fabric.decide import resolve_host
+
+    assert resolve_host(name) == addresses
+
+
+@pytest.mark.parametrize(
+    "env, transport",
+    [
+        ({"NCCL_NET": " socket "}, Transport.SOCKET),
+        ({"NCCL_NET": "IB"}, Transport.ROCE),
+        ({"NCCL_IB_DISABLE": " "}, Transport.ROCE),
+        ({"NCCL_IB_DISABLE": "0", "NCCL_NET": "Socket"}, Transport.SOCKET),
+    ],
+)
+def test_what_turns_rdma_off(built, env, transport):
+    fake = built(hcc_container)
+    plan = plan_fabric(Host(env={**fake.env, **env}, root=fake.root), topology())
+    assert plan.transport is transport
+    if transport is Transport.SOCKET:
+        (off,) = [f for f in plan.findings if f.id == "fabric.socket-fallback"]
+        assert "NCCL_NET" in off.message.en and "NCCL_NET" in (off.hint.en if off.hint else "")
+
+
 def test_plan_json_keeps_plain_strings(built):
     plan = plan_fabric(built(hcc_container).host(), topology())
     shown = json.loads(json.dumps(plan.to_json()))
