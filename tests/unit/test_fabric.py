@@ -47,6 +47,7 @@ from tests.support.fakehosts import (
 BONDS = tuple(f"mlx5_bond_{n}:1" for n in range(8))
 EXACT_BONDS = "=" + ",".join(BONDS)
 IB4 = tuple(f"mlx5_{n}:1" for n in range(4))
+OUT_OF_RANGE = "mlx5_bond:70000,mlx5_bond:70001,mlx5_bond:70002,mlx5_bond:70003,mlx5_bond"  # only three are named
 ETH0 = {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
 HCC_PRESETS = {  # the widely quoted TI-ONE/HCC multi-node presets
     "NCCL_IB_GID_INDEX": "3",
@@ -155,6 +156,13 @@ def hcc_container_plain(root: Path) -> FakeHost:
 
 def hcc_with_conf(text: str) -> Callable[[Path], FakeHost]:
     return lambda root: hcc_container(root).nccl_conf(text)
+
+
+def all_ports_down(root: Path) -> FakeHost:
+    fake = hcc_container(root, vpc_rdma=False)
+    for n in range(8):
+        fake.file(f"/sys/class/infiniband/mlx5_bond_{n}/ports/1/state", "1: DOWN")
+    return fake
 
 
 def slow_rail(root: Path) -> FakeHost:
@@ -436,12 +444,12 @@ CASES = [
     ),
     pytest.param(
         hcc_container,
-        {"NCCL_IB_HCA": "mlx5_bond:70000,mlx5_bond", "NCCL_IB_DISABLE": "0"},
+        {"NCCL_IB_HCA": OUT_OF_RANGE, "NCCL_IB_DISABLE": "0"},
         topology(),
         "roce",
         BONDS,
         {**ETH0, "NCCL_IB_GID_INDEX": "3"},
-        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5_bond:70000,mlx5_bond"},
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": OUT_OF_RANGE},
         {"fabric.preset-ib-hca"},
         id="preset-ib-hca-port-out-of-range-and-ib-disable-0",
     ),
@@ -510,6 +518,28 @@ CASES = [
         {},
         set(),
         id="one-gid-netdev-outside-namespace-left-out",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_HCA": "mlx5_bond", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_DISABLE": "0"},
+        topology(nnodes=1),
+        "local",
+        (),
+        {},
+        {"NCCL_IB_HCA": "mlx5_bond", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_DISABLE": "0"},
+        set(),
+        id="single-node-keeps-the-platforms-rdma-presets",
+    ),
+    pytest.param(
+        all_ports_down,
+        {},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {},
+        {"fabric.port-down", "fabric.socket-fallback"},
+        id="every-port-down",
     ),
 ]
 
@@ -661,7 +691,7 @@ def _health_cap(root: Path) -> FakeHost:
 
 
 def _health_unlimited(root: Path) -> FakeHost:
-    return hcc_container(root, vpc_rdma=False).limits(None, None)
+    return hcc_container(root, vpc_rdma=False).limits(None, None).file("/opt/tencent/tccl/lib/libnccl-net.so", "")
 
 
 @pytest.mark.parametrize("build", [_health_limited, _health_cap, _health_unlimited], ids=lambda b: b.__name__[1:])
@@ -724,6 +754,30 @@ def test_what_turns_rdma_off(built, env, transport):
     if transport is Transport.SOCKET:
         (off,) = [f for f in plan.findings if f.id == "fabric.socket-fallback"]
         assert "NCCL_NET" in off.message.en and "NCCL_NET" in (off.hint.en if off.hint else "")
+
+
+@pytest.mark.parametrize(
+    "build, hca, quiet",
+    [
+        (port_down, "mlx5_bond_3:2,mlx5_bond_0:1", "fabric.port-down"),
+        (no_uverbs, "mlx5_bond_0:2", "fabric.no-uverbs"),
+        (roce_without_v2_gid, "mlx5_0:2", "fabric.roce-no-gid"),
+        (netdevs_elsewhere, "mlx5_bond_0:2", "fabric.gid-netdev-absent"),
+    ],
+)
+def test_a_preset_ib_hca_port_scopes_the_warnings_to_that_port(built, build, hca, quiet):
+    """A port the platform's NCCL_IB_HCA leaves out (another port number of the same device) raises no warning."""
+    fake = built(build)
+    plan = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": hca}, root=fake.root), topology())
+    assert quiet not in warnings_of(plan)
+    everything = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": hca.split(":")[0]}, root=fake.root), topology())
+    assert quiet in warnings_of(everything)
+
+
+def test_a_preset_ib_hca_naming_another_port_selects_nothing(built):
+    fake = built(hcc_container)
+    plan = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": "=mlx5_bond_0:2"}, root=fake.root), topology())
+    assert plan.transport is Transport.SOCKET
 
 
 def test_plan_json_keeps_plain_strings(built):
