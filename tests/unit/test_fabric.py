@@ -1048,3 +1048,13 @@ def test_preset_precedence(tmp_path):
     }
     home = FakeHost(tmp_path / "h", {"HOME": "/root"}).nccl_conf("NCCL_IB_GID_INDEX=3\n", "/root/.nccl.conf")
     assert read_presets(home.host())["NCCL_IB_GID_INDEX"].source == "/root/.nccl.conf"
+
+
+def test_long_preset_values_are_quoted_cut_short(built):
+    fake = built(hcc_container)
+    value = "m" * 50 + ":70000," + "x" * 100
+    plan = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": value}, root=fake.root), topology())
+    messages = [f.message.en for f in plan.findings if f.id == "fabric.preset-ib-hca"]
+    assert any(f"in {'m' * 40}…: RDMA ports" in m for m in messages)  # the out-of-range entry, cut at 40
+    assert any(m.startswith(f"NCCL_IB_HCA={value[:80]}… (environment) matches no usable") for m in messages)
+    assert not any(value[:81] in m for m in messages)
