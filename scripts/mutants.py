@@ -1,9 +1,11 @@
 """Mutation testing of the modules that decide a job's fate, one module at a time (`scripts/mutation`).
 
-Each module runs in its own folder, `.work/mutation/<module>/`, that links the checkout's `entrypoint/` and `tests/`
-and holds a copy of `pyproject.toml` whose `[tool.mutmut]` table is narrowed to that module's file(s) and to the
-unit test files that guard it (`MODULES`). mutmut keeps its mutants and results there, so modules never reset each
-other's results and a second run of a module only tests what changed. The summary (score, survivors) is printed and
+Each module runs in its own folder, `.work/mutation/<module>/`, that links the checkout's `entrypoint/`, `tests/` and
+what tests read beside them (`SHARED`), and holds a copy of `pyproject.toml` whose `[tool.mutmut]` table is narrowed
+to that module's file(s) and to the unit test files that guard it (`MODULES`). mutmut keeps its mutants and
+results there, so modules never reset each other's results and a second run of a module only tests what changed.
+The survivors of functions with no mutant killed are then run once more in a fresh interpreter (`_recheck`): code
+that runs only at import is otherwise never tested with a mutant on. The summary (score, survivors) is printed and
 written to `.work/mutation/<module>/summary.txt`.
 
 Not part of CI: a module takes minutes to an hour on two cores.
@@ -14,10 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +49,14 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_attempt.py", "test_culprit.py", "test_master_wait.py", "test_cli.py", "test_concurrency.py"),
     ),
     "core/masking": (("core/masking.py",), ("test_masking.py", "test_edges_secrets.py")),
-    "core/settings": (("core/settings.py",), ("test_settings.py", "test_settings_paths.py", "test_readme_settings.py")),
-    "inspect/topology": (("inspect/topology.py",), ("test_topology.py", "test_topology_edges.py", "test_fabric.py")),
+    "core/settings": (
+        ("core/settings.py",),
+        ("test_settings.py", "test_settings_errors.py", "test_settings_paths.py", "test_readme_settings.py"),
+    ),
+    "inspect/topology": (
+        ("inspect/topology.py",),
+        ("test_topology.py", "test_topology_edges.py", "test_topology_messages.py", "test_fabric.py"),
+    ),
     "inspect/assets": (
         ("inspect/assets.py",),
         ("test_assets.py", "test_edges_assets.py", "test_asset_parsers.py", "test_parser_properties.py"),
@@ -71,16 +79,9 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
         ("test_mounts.py", "test_resume.py", "test_dev_machine_check.py", "test_cli.py", "test_finished_job.py"),
     ),
-    "fabric": (
-        (
-            "fabric/decide.py",
-            "fabric/draft.py",
-            "fabric/inventory.py",
-            "fabric/memlock.py",
-            "fabric/nccl_debug.py",
-            "fabric/rdma.py",
-            "fabric/sockets.py",
-        ),
+    "fabric/rdma": (("fabric/decide.py", "fabric/rdma.py"), ("test_fabric.py", "test_fabric_edges.py")),
+    "fabric/other": (
+        ("fabric/draft.py", "fabric/inventory.py", "fabric/memlock.py", "fabric/nccl_debug.py", "fabric/sockets.py"),
         ("test_fabric.py", "test_fabric_edges.py"),
     ),
     "fabric/nccl_log": (("fabric/nccl_log.py",), ("test_nccl_log.py", "test_parser_properties.py")),
@@ -91,9 +92,13 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "plan": (("plan.py",), ("test_plan_is_launch.py", "test_edges_inputs.py", "test_cli.py")),
 }
 
-_SURVIVOR = re.compile(
-    r"^\s*(?P<name>entrypoint\.\S+): (?P<status>survived|no tests|suspicious|not checked|segfault)\s*$"
-)
+# What tests read from the checkout besides the code and the tests (the README's settings table, the docs' words):
+# linked into each module's folder and copied by mutmut next to the mutated code.
+SHARED = ("README.md", "docs")
+
+_NOT_KILLED = ("survived", "no tests", "suspicious", "not checked", "segfault")
+PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "-x", "-W", "ignore"]
+FRESH_TIMEOUT_S = 120  # a fresh run of a module's unit tests takes seconds; longer is a mutant that hangs
 
 
 def _config(files: tuple[str, ...], tests: tuple[str, ...]) -> str:
@@ -105,7 +110,8 @@ def _config(files: tuple[str, ...], tests: tuple[str, ...]) -> str:
         "source_paths": ["entrypoint"],
         "only_mutate": [f"entrypoint/{f}" for f in files],
         "pytest_add_cli_args_test_selection": present,
-        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-x", "-W", "ignore"],
+        "also_copy": list(SHARED),
+        "pytest_add_cli_args": PYTEST_ARGS,
     }
     lines = [f"{key} = {json.dumps(value)}" for key, value in table.items()]
     return head.rstrip("\n") + "\n\n[tool.mutmut]\n" + "\n".join(lines) + "\n"
@@ -115,7 +121,7 @@ def _prepare(name: str) -> Path:
     files, tests = MODULES[name]
     folder = WORK / name.replace("/", "-")
     folder.mkdir(parents=True, exist_ok=True)
-    for link in ("entrypoint", "tests"):
+    for link in ("entrypoint", "tests", *SHARED):
         path = folder / link
         if not path.is_symlink():
             path.symlink_to(REPO / link)
@@ -126,20 +132,58 @@ def _prepare(name: str) -> Path:
     return folder
 
 
-def _summary(name: str, folder: Path, mutmut: str) -> str:
-    """Score and survivors from `mutmut results --all`."""
+def _results(folder: Path, mutmut: str) -> dict[str, str]:
+    """Each mutant's status from `mutmut results --all`."""
     done = subprocess.run([mutmut, "results", "--all", "true"], cwd=folder, capture_output=True, text=True, check=False)
-    counts: dict[str, int] = {}
-    left: list[str] = []
+    results: dict[str, str] = {}
     for line in done.stdout.splitlines():
         parts = line.strip().rsplit(": ", 1)
-        if len(parts) != 2 or not parts[0].startswith("entrypoint."):
-            continue
-        counts[parts[1]] = counts.get(parts[1], 0) + 1
-        if _SURVIVOR.match(line):
-            left.append(line.strip())
+        if len(parts) == 2 and parts[0].startswith("entrypoint."):
+            results[parts[0]] = parts[1]
+    return results
+
+
+def _fresh_verdict(folder: Path, tests: list[str], mutant: str) -> str:
+    env = {**os.environ, "MUTANT_UNDER_TEST": mutant}
+    command = [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
+    try:
+        done = subprocess.run(command, cwd=folder / "mutants", env=env, capture_output=True, timeout=FRESH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return "timeout on a fresh import"
+    return "killed on a fresh import" if done.returncode != 0 else "survived"
+
+
+def _recheck(folder: Path, tests: tuple[str, ...], results: dict[str, str], workers: int) -> dict[str, str]:
+    """Survivors of functions none of whose mutants was killed, each run once more in a fresh interpreter with the
+    mutant switched on from the start. mutmut forks its runs from a process that imported the code with no mutant
+    on, so a function that runs only at import (the settings table built from the dataclass fields, a module-level
+    table) is never really tested there; a function with a killed mutant runs during the tests, and a fresh run of
+    its survivors would take long and show nothing."""
+    present = [f"tests/unit/{t}" for t in tests if (REPO / "tests" / "unit" / t).is_file()]
+    exercised = {_function(name) for name, status in results.items() if status not in _NOT_KILLED}
+    left = [
+        name
+        for name, status in results.items()
+        if status in ("survived", "no tests") and _function(name) not in exercised
+    ]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        verdicts = dict(zip(left, pool.map(lambda m: _fresh_verdict(folder, present, m), left), strict=True))
+    return {name: verdict for name, verdict in verdicts.items() if verdict != "survived"}
+
+
+def _function(mutant: str) -> str:
+    return mutant.rsplit("__mutmut_", 1)[0]
+
+
+def _summary(name: str, results: dict[str, str], fresh: dict[str, str]) -> str:
+    """Score and survivors; a fresh-import verdict replaces mutmut's."""
+    final = {mutant: fresh.get(mutant, status) for mutant, status in results.items()}
+    counts: dict[str, int] = {}
+    for status in final.values():
+        counts[status] = counts.get(status, 0) + 1
+    left = [f"{mutant}: {status}" for mutant, status in final.items() if status in _NOT_KILLED]
     total = sum(counts.values())
-    killed = sum(counts.get(k, 0) for k in ("killed", "timeout", "caught by type check"))  # a hang is noticed too
+    killed = total - sum(counts.get(k, 0) for k in _NOT_KILLED)  # a hang is noticed too
     score = f"{100 * killed / total:.1f}%" if total else "-"
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     return "\n".join([f"{name}: {killed}/{total} killed ({score}); {detail}", *left]) + "\n"
@@ -166,12 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for name in chosen:
         folder = _prepare(name)
+        fresh_file = folder / "fresh.json"
         if args.fresh and not args.summary:
             shutil.rmtree(folder / "mutants", ignore_errors=True)
         if not args.summary:
             run = subprocess.run([mutmut, "run", "--max-children", str(args.max_children)], cwd=folder, check=False)
             status = status or run.returncode
-        text = _summary(name, folder, mutmut)
+            fresh = _recheck(folder, MODULES[name][1], _results(folder, mutmut), args.max_children)
+            fresh_file.write_text(json.dumps(fresh, indent=1, sort_keys=True), encoding="utf-8")
+        fresh = json.loads(fresh_file.read_text(encoding="utf-8")) if fresh_file.is_file() else {}
+        text = _summary(name, _results(folder, mutmut), fresh)
         (folder / "summary.txt").write_text(text, encoding="utf-8")
         print(text, end="")
     return status

@@ -70,10 +70,6 @@ def literal(value: str) -> bool:
     return len(value) >= 16 or not value.isalpha()
 
 
-def remembered() -> frozenset[str]:
-    return frozenset(_remembered)
-
-
 def forget() -> None:
     """Drop every remembered value (tests)."""
     _remembered.clear()

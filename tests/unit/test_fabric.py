@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +47,7 @@ from tests.support.fakehosts import (
 BONDS = tuple(f"mlx5_bond_{n}:1" for n in range(8))
 EXACT_BONDS = "=" + ",".join(BONDS)
 IB4 = tuple(f"mlx5_{n}:1" for n in range(4))
+OUT_OF_RANGE = "mlx5_bond:70000,mlx5_bond:70001,mlx5_bond:70002,mlx5_bond:70003,mlx5_bond"  # only three are named
 ETH0 = {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
 HCC_PRESETS = {  # the widely quoted TI-ONE/HCC multi-node presets
     "NCCL_IB_GID_INDEX": "3",
@@ -154,6 +156,29 @@ def hcc_container_plain(root: Path) -> FakeHost:
 
 def hcc_with_conf(text: str) -> Callable[[Path], FakeHost]:
     return lambda root: hcc_container(root).nccl_conf(text)
+
+
+def all_ports_down(root: Path) -> FakeHost:
+    fake = hcc_container(root, vpc_rdma=False)
+    for n in range(8):
+        fake.file(f"/sys/class/infiniband/mlx5_bond_{n}/ports/1/state", "1: DOWN")
+    return fake
+
+
+def slow_rail(root: Path) -> FakeHost:
+    """Three RoCE rails at 400, 100 and 200 Gb/s: the 100 Gb/s one is under half the best."""
+    fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1").route("eth0", "10.0.0.0/16")
+    for n, rate in enumerate(("400 Gb/sec (4X NDR)", "100 Gb/sec (4X EDR)", "200 Gb/sec (2X HDR)")):
+        fake.bond(f"bond{n}", [f"ens{n}"]).rdma(f"mlx5_bond_{n}", rate=rate, gids=roce_gids(f"30.0.{n}.2", f"bond{n}"))
+    return fake.limits(None, None).peermem()
+
+
+def one_netdev_elsewhere(root: Path) -> FakeHost:
+    """Two RoCE ports, one whose GID's netdev is in this container and one whose netdev is not."""
+    fake = FakeHost(root).loopback().netif("eth0").route("eth0", "0.0.0.0/0", "10.0.0.1")
+    fake.bond("bond0", ["ens0"]).rdma("mlx5_bond_0", gids=roce_gids("30.0.0.2", "bond0"))
+    fake.rdma("mlx5_bond_1", gids=roce_gids("30.0.1.2", "bond1"))
+    return fake.limits(None, None).peermem()
 
 
 @pytest.fixture(scope="module")
@@ -417,6 +442,105 @@ CASES = [
         {"fabric.gid-index"},
         id="gid-indices-differ-old-nccl",
     ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_HCA": OUT_OF_RANGE, "NCCL_IB_DISABLE": "0"},
+        topology(),
+        "roce",
+        BONDS,
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": OUT_OF_RANGE},
+        {"fabric.preset-ib-hca"},
+        id="preset-ib-hca-port-out-of-range-and-ib-disable-0",
+    ),
+    pytest.param(
+        plain_vm,
+        {"NCCL_IB_HCA": "mlx5_0"},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {"NCCL_IB_HCA": "mlx5_0"},
+        {"fabric.preset-ib-hca", "fabric.socket-fallback"},
+        id="preset-ib-hca-on-a-machine-without-rdma",
+    ),
+    pytest.param(
+        ib_plus_roce_off_default,
+        {"NCCL_IB_HCA": "mlx5"},
+        topology(),
+        "ib",
+        IB4,
+        ETH0,
+        {"NCCL_IB_HCA": "mlx5"},
+        {"fabric.preset-ib-hca"},
+        id="preset-ib-hca-mixing-ib-and-roce",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+        topology(),
+        "socket",
+        (),
+        {**ETH0, "NCCL_IB_DISABLE": "1"},
+        {"NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+        {"fabric.roce-no-gid", "fabric.socket-fallback"},
+        id="ipv6-family-without-ipv6-gids",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_NET": "Socket"},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {"NCCL_NET": "Socket"},
+        {"fabric.socket-fallback"},
+        id="preset-nccl-net-socket",
+    ),
+    pytest.param(
+        slow_rail,
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1", "mlx5_bond_1:1", "mlx5_bond_2:1"),
+        {**ETH0, "NCCL_IB_GID_INDEX": "3"},
+        {},
+        {"fabric.slow-port"},
+        id="one-rail-under-half-the-best",
+    ),
+    pytest.param(
+        one_netdev_elsewhere,
+        {},
+        topology(),
+        "roce",
+        ("mlx5_bond_0:1",),
+        {**ETH0, "NCCL_IB_HCA": "=mlx5_bond_0:1", "NCCL_IB_GID_INDEX": "3"},
+        {},
+        set(),
+        id="one-gid-netdev-outside-namespace-left-out",
+    ),
+    pytest.param(
+        hcc_container,
+        {"NCCL_IB_HCA": "mlx5_bond", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_DISABLE": "0"},
+        topology(nnodes=1),
+        "local",
+        (),
+        {},
+        {"NCCL_IB_HCA": "mlx5_bond", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_DISABLE": "0"},
+        set(),
+        id="single-node-keeps-the-platforms-rdma-presets",
+    ),
+    pytest.param(
+        all_ports_down,
+        {},
+        topology(),
+        "socket",
+        (),
+        ETH0,
+        {},
+        {"fabric.port-down", "fabric.socket-fallback"},
+        id="every-port-down",
+    ),
 ]
 
 
@@ -448,6 +572,37 @@ def test_fabric_plan(built, build, env, topo, transport, devices, env_set, env_k
     }
     assert all(f.id.startswith("fabric.") and f.message.zh for f in plan.findings)
     json.dumps(plan.to_json())
+
+
+GOLDEN = Path(__file__).parent / "golden" / "fabric"
+
+
+def _as_read(plan, root: Path) -> str:
+    """A plan as the user reads it in the startup report: each variable's value and reason, each finding."""
+    lines = []
+    for d in plan.decisions:
+        value = "unset" if d.value is None else ("kept " if d.kept else "set ") + repr(d.value)
+        lines.append(f"{d.variable}: {value}: {d.reason.en} [{', '.join(d.sources)}]")
+    for f in plan.findings:
+        hint = f" | {f.hint.en}" if f.hint else ""
+        lines.append(f"{f.status.value} {f.id} @ {f.where}: {f.message.en}{hint}")
+    return "\n".join(lines).replace(str(root), "<root>") + "\n"
+
+
+@pytest.mark.parametrize("build, env, topo, transport, devices, env_set, env_kept, warns", CASES)
+def test_every_decision_and_finding_reads_as_recorded(
+    built, request, build, env, topo, transport, devices, env_set, env_kept, warns
+):
+    """The words of every decision and finding, against `golden/fabric/<case>.txt` (reviewed when written:
+    `VLA_WRITE_GOLDEN=1` rewrites them after an intended change of wording or rules)."""
+    fake = built(build)
+    plan = plan_fabric(Host(env={**fake.env, **env}, root=fake.root), topo, resolve=lambda name: [])
+    text = _as_read(plan, fake.root)
+    golden = GOLDEN / f"{request.node.callspec.id}.txt"
+    if os.environ.get("VLA_WRITE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
 
 
 def test_exported_ib_hca_selects_exactly_the_chosen_ports(built):
@@ -521,6 +676,108 @@ def test_rdma_health_findings(tmp_path):
     assert (plan.gdr, plan.net_plugin) == ("none", "/usr/local/nvidia/lib64/libnccl-net.so")
     assert warnings_of(plan) == {"fabric.gdr", "fabric.memlock"}
     assert "fabric.net-plugin" in {f.id for f in plan.findings}
+
+
+def _health_limited(root: Path) -> FakeHost:
+    fake = hcc_container(root, vpc_rdma=False).limits(65536, 65536).file("/usr/local/nvidia/lib64/libnccl-net.so", "")
+    (root / "sys/module/nvidia_peermem/version").unlink()
+    return fake.with_env(LD_LIBRARY_PATH="/usr/local/nvidia/lib64")
+
+
+def _health_cap(root: Path) -> FakeHost:
+    fake = hcc_container(root, vpc_rdma=False).limits(65536, 65536, cap_ipc_lock=True)
+    (root / "sys/module/nvidia_peermem/version").unlink()
+    return fake.nvidia_driver(open_module=True, kernel="6.5.0-1-generic")
+
+
+def _health_unlimited(root: Path) -> FakeHost:
+    return hcc_container(root, vpc_rdma=False).limits(None, None).file("/opt/tencent/tccl/lib/libnccl-net.so", "")
+
+
+@pytest.mark.parametrize("build", [_health_limited, _health_cap, _health_unlimited], ids=lambda b: b.__name__[1:])
+def test_rdma_health_reads_as_recorded(tmp_path, request, build):
+    """GPUDirect RDMA, locked memory and the net plugin as the startup report words them, against
+    `golden/fabric/<case>.txt` (`VLA_WRITE_GOLDEN=1` rewrites them after an intended change)."""
+    fake = build(tmp_path)
+    plan = plan_fabric(fake.host(), topology())
+    text = "\n".join(
+        f"{f.status.value} {f.id} @ {f.where}: {f.message.en}" + (f" | {f.hint.en}" if f.hint else "")
+        for f in plan.findings
+        if f.id in ("fabric.gdr", "fabric.memlock", "fabric.net-plugin")
+    )
+    golden = GOLDEN / f"{request.node.callspec.id}.txt"
+    if os.environ.get("VLA_WRITE_GOLDEN") == "1":
+        golden.write_text(text + "\n", encoding="utf-8")
+    assert text + "\n" == golden.read_text(encoding="utf-8")
+
+
+def test_the_plan_record_holds_what_was_found_and_decided(built):
+    plan = plan_fabric(built(hcc_container).host(), topology())
+    record = plan.to_json()
+    assert {k: record[k] for k in ("transport", "devices", "socket_ifname", "gdr", "nccl_version", "net_plugin")} == {
+        "transport": "roce",
+        "devices": list(BONDS),
+        "socket_ifname": "eth0",
+        "gdr": "peermem",
+        "nccl_version": None,
+        "net_plugin": None,
+    }
+    assert record["memlock"] == plan.memlock.to_json() and record["env_set"] == plan.env_set
+    assert record["env_kept"] == plan.env_kept
+    assert record["decisions"] == [d.to_json() for d in plan.decisions]
+    assert record["findings"] == [f.to_json() for f in plan.findings]
+
+
+@pytest.mark.parametrize(
+    "name, addresses",
+    [("127.0.0.1", ["127.0.0.1"]), ("10.1.2.3", ["10.1.2.3"]), ("a" * 64 + ".example", []), ("", [])],
+)
+def test_resolving_the_master_never_raises(name, addresses):
+    from entrypoint.fabric.decide import resolve_host
+
+    assert resolve_host(name) == addresses
+
+
+@pytest.mark.parametrize(
+    "env, transport",
+    [
+        ({"NCCL_NET": " socket "}, Transport.SOCKET),
+        ({"NCCL_NET": "IB"}, Transport.ROCE),
+        ({"NCCL_IB_DISABLE": " "}, Transport.ROCE),
+        ({"NCCL_IB_DISABLE": "0", "NCCL_NET": "Socket"}, Transport.SOCKET),
+    ],
+)
+def test_what_turns_rdma_off(built, env, transport):
+    fake = built(hcc_container)
+    plan = plan_fabric(Host(env={**fake.env, **env}, root=fake.root), topology())
+    assert plan.transport is transport
+    if transport is Transport.SOCKET:
+        (off,) = [f for f in plan.findings if f.id == "fabric.socket-fallback"]
+        assert "NCCL_NET" in off.message.en and "NCCL_NET" in (off.hint.en if off.hint else "")
+
+
+@pytest.mark.parametrize(
+    "build, hca, quiet",
+    [
+        (port_down, "mlx5_bond_3:2,mlx5_bond_0:1", "fabric.port-down"),
+        (no_uverbs, "mlx5_bond_0:2", "fabric.no-uverbs"),
+        (roce_without_v2_gid, "mlx5_0:2", "fabric.roce-no-gid"),
+        (netdevs_elsewhere, "mlx5_bond_0:2", "fabric.gid-netdev-absent"),
+    ],
+)
+def test_a_preset_ib_hca_port_scopes_the_warnings_to_that_port(built, build, hca, quiet):
+    """A port the platform's NCCL_IB_HCA leaves out (another port number of the same device) raises no warning."""
+    fake = built(build)
+    plan = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": hca}, root=fake.root), topology())
+    assert quiet not in warnings_of(plan)
+    everything = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": hca.split(":")[0]}, root=fake.root), topology())
+    assert quiet in warnings_of(everything)
+
+
+def test_a_preset_ib_hca_naming_another_port_selects_nothing(built):
+    fake = built(hcc_container)
+    plan = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": "=mlx5_bond_0:2"}, root=fake.root), topology())
+    assert plan.transport is Transport.SOCKET
 
 
 def test_plan_json_keeps_plain_strings(built):
@@ -791,3 +1048,13 @@ def test_preset_precedence(tmp_path):
     }
     home = FakeHost(tmp_path / "h", {"HOME": "/root"}).nccl_conf("NCCL_IB_GID_INDEX=3\n", "/root/.nccl.conf")
     assert read_presets(home.host())["NCCL_IB_GID_INDEX"].source == "/root/.nccl.conf"
+
+
+def test_long_preset_values_are_quoted_cut_short(built):
+    fake = built(hcc_container)
+    value = "m" * 50 + ":70000," + "x" * 100
+    plan = plan_fabric(Host(env={**fake.env, "NCCL_IB_HCA": value}, root=fake.root), topology())
+    messages = [f.message.en for f in plan.findings if f.id == "fabric.preset-ib-hca"]
+    assert any(f"in {'m' * 40}…: RDMA ports" in m for m in messages)  # the out-of-range entry, cut at 40
+    assert any(m.startswith(f"NCCL_IB_HCA={value[:80]}… (environment) matches no usable") for m in messages)
+    assert not any(value[:81] in m for m in messages)
