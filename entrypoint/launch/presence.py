@@ -147,6 +147,7 @@ class JobEnd:
     node: int
     host: str
     lost: tuple[LostNode, ...] = ()
+    verdict: str | None = None  # the restart verdict behind a do-not-requeue end
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -156,6 +157,7 @@ class JobEnd:
             "node": self.node,
             "host": self.host,
             "lost": [n.to_json() for n in self.lost],
+            "verdict": self.verdict,
         }
 
 
@@ -175,7 +177,10 @@ def parse_end(body: object) -> JobEnd | None:
                 LostNode(item["node"], str(item.get("host", "?"))[:200], seconds, item.get("never_seen") is True)
             )
     text = Text(str(cause.get("en", ""))[:4000], str(cause.get("zh", ""))[:4000])
-    return JobEnd(code, str(body.get("class", ""))[:100], text, node, str(body.get("host", "?"))[:200], tuple(lost))
+    verdict = body.get("verdict")
+    host = str(body.get("host", "?"))[:200]
+    kept = str(verdict)[:100] if isinstance(verdict, str) else None
+    return JobEnd(code, str(body.get("class", ""))[:100], text, node, host, tuple(lost), kept)
 
 
 @dataclass

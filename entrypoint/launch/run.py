@@ -541,6 +541,8 @@ def _report(
             {"class": end.outcome, "root_cause": end.cause.en, "ended_by": {"node": end.node, "host": end.host}}
         )
         outcome["lost_nodes"] = [n.to_json() for n in end.lost]
+        if end.verdict is not None:
+            outcome["verdict"] = end.verdict
     record.data["outcome"] = outcome
     metrics.close(code, str(outcome["class"]))
     taco_outcome = taco.outcome(taco_reader.close(), plan.topology.node_rank)

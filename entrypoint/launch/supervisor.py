@@ -364,7 +364,8 @@ class Supervisor:
         self.out.write(BANNER + "\n")
         self.verdict_line = why
         if tell:
-            self.end_job(JobEnd(int(ExitCode.DO_NOT_REQUEUE), "do-not-requeue", why, self._node, self._host))
+            code = int(ExitCode.DO_NOT_REQUEUE)
+            self.end_job(JobEnd(code, "do-not-requeue", why, self._node, self._host, verdict=verdict.value))
 
     @property
     def _node(self) -> int:

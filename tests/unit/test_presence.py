@@ -15,7 +15,16 @@ import pytest
 from entrypoint.core.errors import ExitCode
 from entrypoint.core.messages import Text
 from entrypoint.launch import supervisor as supervising
-from entrypoint.launch.presence import BEAT_S, END_FILE, JobEnd, Presence, node_hosts, parse_beat, run_folder
+from entrypoint.launch.presence import (
+    BEAT_S,
+    END_FILE,
+    JobEnd,
+    Presence,
+    node_hosts,
+    parse_beat,
+    parse_end,
+    run_folder,
+)
 from entrypoint.launch.supervisor import Supervisor, Tee
 
 FAKE_TORCHRUN = Path(__file__).parent / "bin" / "torchrun"
@@ -324,3 +333,11 @@ def test_another_nodes_end_becomes_this_nodes_outcome(world) -> None:
     assert (outcome["class"], outcome["ended_by"]["node"]) == ("do-not-requeue", 1), outcome
     assert outcome["root_cause"] == why.en
     assert "JOB ENDED by node 1 (10.0.0.2): DO NOT REQUEUE" in result.out
+
+
+def test_a_do_not_requeue_end_carries_its_verdict_to_every_node() -> None:
+    """A node that takes another's do-not-requeue end records the same verdict (its own attempts never judged)."""
+
+    end = JobEnd(93, "do-not-requeue", Text("same exception", "同一异常"), 0, "node-a", verdict="same-exception")
+    assert parse_end(end.to_json()) == end
+    assert parse_end({**end.to_json(), "verdict": ["x"]}).verdict is None  # type: ignore[union-attr]
