@@ -25,11 +25,17 @@ class Floor:
         return float(getattr(self, metric))
 
 
-# First match wins: H200 before H20, whose name is a prefix of it.
+# First match wins: the PCIe and NVL boards (350-400 W) before the SXM parts of the same name; H200 before H20, whose
+# name is a prefix of it. An H100 or H800 SXM (`NVIDIA H100 80GB HBM3`, `NVIDIA H800`) is the H200's die at the same
+# clocks and power: the same matmul floor (an H100 SXM sharing its GPU with the test's co-tenant measured 307).
 FLOORS = (
+    (
+        re.compile(r"\bH(?:100|800)\b.*\b(?:PCIe|NVL)\b"),
+        Floor("H100/H800 PCIe", tflops=300.0, h2d_gbps=20.0, d2d_gbps=800.0, allreduce_gbps=70.0),
+    ),
     (re.compile(r"\bH200\b"), Floor("H200", tflops=440.0, h2d_gbps=20.0, d2d_gbps=1000.0, allreduce_gbps=150.0)),
-    (re.compile(r"\bH100\b"), Floor("H100", tflops=300.0, h2d_gbps=20.0, d2d_gbps=800.0, allreduce_gbps=150.0)),
-    (re.compile(r"\bH800\b"), Floor("H800", tflops=300.0, h2d_gbps=20.0, d2d_gbps=800.0, allreduce_gbps=70.0)),
+    (re.compile(r"\bH100\b"), Floor("H100", tflops=440.0, h2d_gbps=20.0, d2d_gbps=800.0, allreduce_gbps=150.0)),
+    (re.compile(r"\bH800\b"), Floor("H800", tflops=440.0, h2d_gbps=20.0, d2d_gbps=800.0, allreduce_gbps=70.0)),
     (re.compile(r"\bA100\b"), Floor("A100", tflops=150.0, h2d_gbps=10.0, d2d_gbps=600.0, allreduce_gbps=100.0)),
     (re.compile(r"\bH20\b"), Floor("H20", tflops=80.0, h2d_gbps=20.0, d2d_gbps=1500.0, allreduce_gbps=150.0)),
 )

@@ -43,5 +43,6 @@ def gpu_env(tmp_path) -> dict[str, str]:
         "VLA_OPENPI_DIR": str(STANDIN_OPENPI),
         "VLA_TACO": "off",
         "VLA_BAKED_JOB_FILE": str(tmp_path / "none.yaml"),
-        "PYTHONPATH": str(REPO),
+        # the repository first, then what the machine's PYTHONPATH holds (scripts/gpu-tier puts tensorboardX there)
+        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }

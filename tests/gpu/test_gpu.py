@@ -24,8 +24,9 @@ def launch(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.Co
 
 
 def record_of(env: dict[str, str]) -> dict:
-    (path,) = (Path(env["VLA_ASSETS_ROOT"]) / "logs").glob("*.json")
-    return json.loads(small_text(path))
+    """The start-up record beside the node's log (the health gate's report, `.health.json`, lies there too)."""
+    (log,) = (Path(env["VLA_ASSETS_ROOT"]) / "logs").glob("*-node0-*.log")
+    return json.loads(small_text(log.with_suffix(".json")))
 
 
 def test_run_trains_with_nccl_in_bf16_and_writes_the_seed_layout(gpu_env):
