@@ -10,6 +10,7 @@ number a file claims. Problems carry the path and the fix; nothing here writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -54,6 +55,7 @@ NORM_STATS_FIELDS = ("mean", "std", "q01", "q99")
 JSON_LIMIT = 32 << 20  # norm stats, info.json and config.json are kilobytes; this bounds what a wrong file costs
 SAFETENSORS_HEADER_LIMIT = 100_000_000  # the safetensors library's own bound
 HEAD_BYTES = 64  # a git-lfs pointer's first line and every magic number looked at here
+MP4_MAX_BOXES = 64  # top-level boxes of one mp4 walked (a LeRobot video has 3 or 4)
 LFS_POINTER = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
 PARQUET_MAGIC = b"PAR1"
 # Bits per element of every dtype the safetensors library knows (0.8).
@@ -652,8 +654,9 @@ def _census(tree: _Tree, template: _PathTemplate, layout: _Layout) -> _Census:
     return census
 
 
-def _content_problem(suffix: str, ends: Ends) -> Text | None:
-    """Why a non-empty episode file is not what its name claims, from its first and last bytes; None when it is."""
+def _content_problem(suffix: str, ends: Ends, path: str) -> Text | None:
+    """Why the non-empty episode file `path` is not what its name claims, from its first and last bytes (an mp4's
+    top-level boxes: `mp4_problem`); None when it is. Raises `FileRefused`."""
     if suffix == "parquet":
         if ends.size < 12 or not ends.head.startswith(PARQUET_MAGIC) or not ends.tail.endswith(PARQUET_MAGIC):
             return M("parquet-no-magic")
@@ -664,7 +667,49 @@ def _content_problem(suffix: str, ends: Ends) -> Text | None:
         box = int.from_bytes(ends.head[:4], "big")
         if ends.head[4:8] != b"ftyp" or not 16 <= box <= ends.size:
             return M("mp4-no-ftyp")
+        return mp4_problem(path, ends.size, ends.head)
     return None
+
+
+def mp4_problem(path: str, size: int, head: bytes) -> Text | None:
+    """Why an mp4 file that starts with a sound `ftyp` box is not whole, from its top-level boxes: one is cut short,
+    runs past the end or is garbled, or they end without the `moov` (the movie's index) and `mdat` (its frames)
+    boxes every video has; None when they add up to `size` with both (a box of size 0 runs to the end, as the
+    format allows), or when `MP4_MAX_BOXES` boxes came first (a fragmented file: nothing said against it). A box
+    header inside `head` costs nothing; one further costs a 16-byte read (a file written by ffmpeg, `ftyp free mdat
+    moov`, needs one). Raises `FileRefused`."""
+    offset, seen = 0, set()
+    with contextlib.ExitStack() as stack:
+        opened: Opened | None = None
+        for _ in range(MP4_MAX_BOXES):
+            if offset == size:
+                break
+            if offset + 16 <= len(head) or len(head) >= size:
+                header = head[offset : offset + 16]
+            else:
+                opened = opened or stack.enter_context(Opened(path))
+                header = opened.read(offset, 16)
+            box = int.from_bytes(header[:4], "big")
+            if box == 1 and len(header) == 16:  # a 64-bit size follows the type
+                box = int.from_bytes(header[8:16], "big")
+            elif box == 0 and len(header) >= 8:  # the last box, to the end of the file
+                box = size - offset
+            if len(header) < 8 or box < 8 or offset + box > size:
+                return M("mp4-cut", offset=offset, size=size)
+            seen.add(header[4:8])
+            offset += box
+        else:
+            return None
+    missing = [kind for kind in (b"moov", b"mdat") if kind not in seen]
+    return M("mp4-incomplete", missing=" + ".join(k.decode() for k in missing), size=size) if missing else None
+
+
+def _mp4_sound(path: str, size: int, head: bytes) -> bool:
+    """The fast path's question: whether the boxes add up (a refusal goes to `_judge`, which says why)."""
+    try:
+        return mp4_problem(path, size, head) is None
+    except FileRefused:
+        return False
 
 
 @dataclass
@@ -677,7 +722,7 @@ class _Inspection:
     broken: list[Text] = field(default_factory=list)
 
 
-def _judge(path: str, ends: Ends | FileRefused, suffix: str, seen: _Inspection) -> None:
+def _judge(root: str, path: str, ends: Ends | FileRefused, suffix: str, seen: _Inspection) -> None:
     if isinstance(ends, FileRefused):
         seen.broken.append(M("named-problem", path=shown(path), problem=refused_text(ends)))
         return
@@ -686,8 +731,13 @@ def _judge(path: str, ends: Ends | FileRefused, suffix: str, seen: _Inspection) 
         seen.empty.append(path)
     elif ends.head.startswith(LFS_POINTER):
         seen.lfs.append(path)
-    elif (problem := _content_problem(suffix, ends)) is not None:
-        seen.broken.append(M("named-problem", path=shown(path), problem=problem))
+    else:
+        try:
+            problem = _content_problem(suffix, ends, f"{root}/{path}")
+        except FileRefused as refused:
+            problem = refused_text(refused)
+        if problem is not None:
+            seen.broken.append(M("named-problem", path=shown(path), problem=problem))
 
 
 def _read_episode_files(root: str, suffix: str, census: _Census, seen: _Inspection) -> None:
@@ -705,18 +755,19 @@ def _read_episode_files(root: str, suffix: str, census: _Census, seen: _Inspecti
                 good = head[:4] == last[-4:] == PARQUET_MAGIC and size >= 12 and 0 < footer <= size - 12
             elif suffix == "mp4":
                 good = head[4:8] == b"ftyp" and 16 <= int.from_bytes(head[:4], "big") <= size
+                good = good and _mp4_sound(f"{root}/{path}", size, head)
             else:
                 good = size > 0 and not head.startswith(LFS_POINTER)
             if good:
                 total += size
                 continue
-        _judge(path, ends, suffix, seen)
+        _judge(root, path, ends, suffix, seen)
     seen.total += total
     for path, _ in census.odd:
         try:
-            _judge(path, read_ends(f"{root}/{path}", HEAD_BYTES, tail), suffix, seen)
+            _judge(root, path, read_ends(f"{root}/{path}", HEAD_BYTES, tail), suffix, seen)
         except FileRefused as refused:
-            _judge(path, refused, suffix, seen)
+            _judge(root, path, refused, suffix, seen)
 
 
 _META_FILES = ("tasks.jsonl", "episodes.jsonl")

@@ -450,6 +450,15 @@ MESSAGES = Catalogue(
             "其 footer 长度 {footer} 与 {size} 字节的文件不符(被截断或损坏)",
         ),
         "mp4-no-ftyp": ("no ftyp box at the start: not an mp4 file", "开头没有 ftyp box:不是 mp4 文件"),
+        "mp4-cut": (
+            "cut short: its boxes stop adding up at byte {offset} of {size} (an interrupted download or copy)",
+            "文件不完整:其 box 结构在共 {size} 字节中的第 {offset} 字节处对不上(下载或复制被中断)",
+        ),
+        "mp4-incomplete": (
+            "cut short: its {size} bytes end without the {missing} box every video has (an interrupted download or"
+            " copy)",
+            "文件不完整:全部 {size} 字节中没有视频必有的 {missing} box(下载或复制被中断)",
+        ),
         "dataset-files-missing": (
             "{missing} of the {expected} episode files under {root} are missing or empty: {shown} (the count is "
             "{info}'s total_episodes, {episodes})",

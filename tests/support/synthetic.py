@@ -3,8 +3,8 @@
 Used by the unit tests, the image tests, the demo and the benchmarks. Files are tiny stand-ins except where a
 size is asked for: `weights_size` makes a sparse `model.safetensors` whose header claims that many bytes. Stand-ins
 look like what they stand for to a reader of a few bytes at each end: episode parquet files carry `PAR1` at both
-ends and a footer length that fits, mp4 files start with an `ftyp` box (real parquet, written by pyarrow, is in
-`tests/support/real/`).
+ends and a footer length that fits, mp4 files are `ftyp`, `mdat` and `moov` boxes that add up (real parquet,
+written by pyarrow, is in `tests/support/real/`).
 """
 
 from __future__ import annotations
@@ -51,9 +51,17 @@ def parquet_bytes(body: bytes = bytes(48), footer: bytes = bytes(8)) -> bytes:
     return b"PAR1" + body + footer + len(footer).to_bytes(4, "little") + b"PAR1"
 
 
+def mp4_box(kind: bytes, body: bytes, large: bool = False) -> bytes:
+    """One mp4 box; `large`: the 64-bit size form (size field 1, the size after the type)."""
+    if large:
+        return (1).to_bytes(4, "big") + kind + (16 + len(body)).to_bytes(8, "big") + body
+    return (8 + len(body)).to_bytes(4, "big") + kind + body
+
+
 def mp4_bytes(body: bytes = bytes(16)) -> bytes:
-    """An mp4 file: the `ftyp` box, then `body` in a `free` box."""
-    return MP4_FTYP + (8 + len(body)).to_bytes(4, "big") + b"free" + body
+    """An mp4 file as ffmpeg lays it out, 64 bytes by default: the `ftyp` box, `body` in an `mdat` box, then a small
+    `moov` box."""
+    return MP4_FTYP + mp4_box(b"mdat", body) + mp4_box(b"moov", bytes(8))
 
 
 def norm_stats(state_dim: int = STATE_DIM, action_dim: int = ACTION_DIM) -> dict:

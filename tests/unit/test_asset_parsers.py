@@ -45,27 +45,35 @@ PARQUET_CASES = [
 
 MP4_CASES = [
     pytest.param(mp4_bytes(), None, id="sound"),
-    pytest.param(ftyp_size(mp4_bytes(), len(mp4_bytes())), None, id="ftyp-claims-the-whole-file"),
+    pytest.param(
+        ftyp_size(mp4_bytes(), len(mp4_bytes())), "without the moov + mdat box", id="ftyp-claims-the-whole-file"
+    ),
     pytest.param(ftyp_size(mp4_bytes(), len(mp4_bytes()) + 1), "no ftyp box", id="ftyp-one-byte-past-the-end"),
     pytest.param(ftyp_size(mp4_bytes(), 2**32 - 1), "no ftyp box", id="ftyp-claims-4-gib"),
-    pytest.param(ftyp_size(mp4_bytes(), 16), None, id="ftyp-16-bytes"),
+    pytest.param(ftyp_size(mp4_bytes(), 16), "stop adding up at byte 16 of 64", id="ftyp-16-bytes"),
     pytest.param(ftyp_size(mp4_bytes(), 15), "no ftyp box", id="ftyp-15-bytes"),
     pytest.param(ftyp_size(mp4_bytes(), 0), "no ftyp box", id="ftyp-size-zero"),
     pytest.param(mp4_bytes()[:4] + b"free" + mp4_bytes()[8:], "no ftyp box", id="first-box-not-ftyp"),
     pytest.param(MP4_FTYP[:16], "no ftyp box", id="cut-inside-ftyp"),
-    pytest.param(MP4_FTYP, None, id="ftyp-alone"),
+    pytest.param(MP4_FTYP, "without the moov + mdat box", id="ftyp-alone"),
+    pytest.param(mp4_bytes()[:-1], "stop adding up at byte 48 of 63", id="moov-one-byte-short"),
+    pytest.param(mp4_bytes() + bytes(7), "stop adding up at byte 64 of 71", id="seven-stray-bytes-at-the-end"),
+    pytest.param(mp4_bytes()[:48], "without the moov box", id="cut-before-moov"),
+    pytest.param(mp4_bytes()[:48] + bytes(4) + b"moov", None, id="moov-of-size-0-to-the-end"),
 ]
 
 
 @pytest.mark.parametrize("data, problem", PARQUET_CASES)
 def test_parquet_ends(data, problem):
-    found = _content_problem("parquet", Ends(len(data), data[:64], data[-8:]))
+    found = _content_problem("parquet", Ends(len(data), data[:64], data[-8:]), "episode.parquet")
     assert (found is None) if problem is None else (found is not None and problem in found.en)
 
 
 @pytest.mark.parametrize("data, problem", MP4_CASES)
-def test_mp4_first_box(data, problem):
-    found = _content_problem("mp4", Ends(len(data), data[:64], b""))
+def test_mp4_boxes(tmp_path, data, problem):
+    path = tmp_path / "episode.mp4"
+    path.write_bytes(data)
+    found = _content_problem("mp4", Ends(len(data), data[:64], b""), str(path))
     assert (found is None) if problem is None else (found is not None and problem in found.en)
 
 

@@ -30,7 +30,15 @@ from entrypoint.inspect.assets import (
 )
 from entrypoint.inspect.topology import Topology, resolve_topology
 from tests.support.fakehosts import hcc_container
-from tests.support.synthetic import MP4_FTYP, make_dataset, mp4_bytes, norm_stats, parquet_bytes, write_safetensors
+from tests.support.synthetic import (
+    MP4_FTYP,
+    make_dataset,
+    mp4_box,
+    mp4_bytes,
+    norm_stats,
+    parquet_bytes,
+    write_safetensors,
+)
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 REAL_PARQUET = Path(__file__).resolve().parents[1] / "support/real/lerobot/g1_policy_train/data/chunk-000"
@@ -64,7 +72,7 @@ def written(folder: Path, name: str, data: bytes) -> Path:
 
 def judged(path: Path, suffix: str):
     ends = read_ends(path, HEAD_BYTES, 8 if suffix == "parquet" else 0)
-    return "empty" if not ends.size else _content_problem(suffix, ends)
+    return "empty" if not ends.size else _content_problem(suffix, ends, str(path))
 
 
 def sound_files() -> dict[str, bytes]:
@@ -89,15 +97,43 @@ def test_any_bytes_get_a_verdict(tmp_path, reads, blob, suffix):
     assert all(offset <= size for offset, size in reads)
 
 
+# What ffmpeg writes (LeRobot's videos): ftyp, free, mdat, then moov at the end; and the fast-start order, with
+# moov first and a 64-bit mdat.
+FFMPEG_MP4 = MP4_FTYP + mp4_box(b"free", b"") + mp4_box(b"mdat", bytes(range(200))) + mp4_box(b"moov", b"\x01" * 90)
+FASTSTART_MP4 = MP4_FTYP + mp4_box(b"moov", b"\x02" * 90) + mp4_box(b"mdat", bytes(300), large=True)
+
+
 @FAST
-@given(cut=st.integers(0, len(MP4_FTYP) - 1))
-def test_an_mp4_cut_inside_its_ftyp_box_is_never_sound(tmp_path, cut):
-    assert judged(written(tmp_path, "v.mp4", mp4_bytes()[:cut]), "mp4") is not None
+@given(data=st.data())
+def test_an_mp4_cut_anywhere_is_never_sound(tmp_path, reads, data):
+    for name, whole in {"synthetic": mp4_bytes(), "ffmpeg": FFMPEG_MP4, "fast start": FASTSTART_MP4}.items():
+        assert judged(written(tmp_path, "whole.mp4", whole), "mp4") is None, name
+        cut = data.draw(st.integers(0, len(whole) - 1), label=name)
+        assert judged(written(tmp_path, "cut.mp4", whole[:cut]), "mp4") is not None, (name, cut)
+    assert all(offset <= size for offset, size in reads)
 
 
-@pytest.mark.xfail(strict=True, reason="only the first box is read: a cut after the ftyp box is not seen")
-def test_an_mp4_cut_after_its_ftyp_box_is_not_sound(tmp_path):
-    assert judged(written(tmp_path, "v.mp4", mp4_bytes()[: len(MP4_FTYP) + 4]), "mp4") is not None
+def test_a_cut_mp4_says_where_its_boxes_stop_adding_up(tmp_path):
+    cut = FFMPEG_MP4[: len(FFMPEG_MP4) - 10]  # moov loses its last 10 bytes
+    problem = judged(written(tmp_path, "v.mp4", cut), "mp4")
+    moov_at = len(MP4_FTYP) + 8 + 208
+    assert problem.en == (
+        f"cut short: its boxes stop adding up at byte {moov_at} of {len(cut)} (an interrupted download or copy)"
+    )
+    assert "文件不完整" in problem.zh
+    ends_early = judged(written(tmp_path, "w.mp4", FFMPEG_MP4[:moov_at]), "mp4")  # cut exactly before moov
+    assert "without the moov box every video has" in ends_early.en
+
+
+def test_an_mp4_box_walk_reads_one_header_past_the_head_and_stops_at_64_boxes(tmp_path, reads):
+    assert judged(written(tmp_path, "v.mp4", FFMPEG_MP4), "mp4") is None
+    assert len(reads) == 2  # the head, then moov's header
+    reads.clear()
+    fragmented = MP4_FTYP + mp4_box(b"moof", bytes(8)) * 200  # 201 boxes: the walk gives up after 64, saying nothing
+    assert judged(written(tmp_path, "f.mp4", fragmented), "mp4") is None
+    assert len(reads) <= 1 + 64
+    huge = MP4_FTYP + (2**32 - 1).to_bytes(4, "big") + b"mdat" + bytes(8)
+    assert judged(written(tmp_path, "h.mp4", huge), "mp4") is not None  # claims 4 GiB of a 48-byte file
 
 
 @FAST
