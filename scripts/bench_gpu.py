@@ -12,8 +12,13 @@ JAX_PLATFORMS=cpu.
     python3 -m scripts.bench_gpu --out RESULTS.md [--reps 6] [--warmup 1] [--steps 2000]   # from the repository root
 
 With `--b-env KEY=VALUE` (repeatable) the second way is the entrypoint again with those settings instead of the
-bare torchrun (e.g. `--b-env VLA_HEALTH=off` for the health gate's cost, `--b-env VLA_METRICS_INTERVAL=0` and
-`--b-env VLA_EVENTS=off` for the event files'), and the JAX comparison is left out.
+bare torchrun (e.g. `--b-env VLA_HEALTH=off` for the health gate's cost, `--b-env VLA_TENSORBOARD_DIR=none
+--b-env VLA_METRICS_INTERVAL=0` for the event files'), and the JAX comparison is left out.
+
+With `--device cpu` the same pairs run on the CPU with gloo (`VLA_DEVICE=cpu`; no JAX comparison), e.g. in the
+stand-in image, whose torch is the CPU build:
+    docker run --rm -v "$PWD:/repo" -w /repo vla-entrypoint/openpi-standin:test \
+      python3 -m scripts.bench_gpu --device cpu --out /repo/.work/events-cpu.md --b-env VLA_TENSORBOARD_DIR=none
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="discarded pairs run first (default 1)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--log-interval", type=int, default=100)
+    parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu", help="cpu: gloo on the CPU (VLA_DEVICE=cpu)")
     parser.add_argument(
         "--b-env", action="append", default=[], metavar="KEY=VALUE", help="B = the entrypoint with these settings"
     )
@@ -124,6 +130,7 @@ def main() -> int:
         "VLA_LOG_INTERVAL": str(args.log_interval),
         "VLA_SAVE_INTERVAL": str(args.steps),
         "PYTHONPATH": str(REPO),
+        **({"VLA_DEVICE": "cpu"} if args.device == "cpu" else {}),
     }
     entry = [sys.executable, "-m", "entrypoint", "run"]
 
@@ -157,7 +164,7 @@ def main() -> int:
     jax = {}
     for label, extra in (
         ()
-        if b_env
+        if b_env or args.device == "cpu"
         else (
             ("JAX_PLATFORMS=cpu (the entrypoint's default)", {}),
             ("JAX_PLATFORMS unset", {"JAX_PLATFORMS": "__unset__"}),
@@ -186,17 +193,24 @@ def main() -> int:
     step_ms = {way: [statistics.mean(r["intervals"]) * 1000 for r in results] for way, results in rows.items()}
     ratios = [e / b for e, b in zip(step_ms["entrypoint"], step_ms["bare torchrun"], strict=True)]
     cancelled, order_factor = order_cancelled(ratios)
-    gpu = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    torch = __import__("torch")
+    if args.device == "gpu":
+        gpu = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        machine = f"{gpu}; NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
+        how = "bf16, NCCL, 1 GPU"
+    else:
+        machine = f"{os.cpu_count()} logical CPUs"
+        how = "CPU, gloo, 1 process"
     text = [
-        f"Machine: {gpu}; Python {sys.version.split()[0]}; torch {__import__('torch').__version__}; "
-        f"NCCL {'.'.join(map(str, __import__('torch').cuda.nccl.version()))}.",
+        f"Machine: {machine}; Python {sys.version.split()[0]}; torch {torch.__version__}.",
         f"Command: `python3 -m scripts.bench_gpu --out RESULTS.md --reps {args.reps} --warmup {args.warmup} "
-        f"--steps {args.steps}{''.join(f' --b-env {item}' for item in args.b_env)}` "
-        f"(stand-in trainer, bf16, NCCL, 1 GPU, {args.steps} steps, log every "
+        f"--steps {args.steps} --log-interval {args.log_interval} --device {args.device}"
+        f"{''.join(f' --b-env {item}' for item in args.b_env)}` "
+        f"(stand-in trainer, {how}, {args.steps} steps, log every "
         f"{args.log_interval}; {args.warmup} discarded warm-up pair(s), then {args.reps} pairs in alternating order, "
         "even pairs entrypoint first, odd pairs the other way first; median (min, max)).",
         "",

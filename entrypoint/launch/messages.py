@@ -40,6 +40,10 @@ MESSAGES = Catalogue(
         "root-cause": ("root cause: {cause}", "根本原因:{cause}"),
         "stalled-root-cause": ("no progress for {silent}s", "{silent} 秒没有进展"),
         "node-files": ("node log {log}; start-up record {record}", "节点日志 {log};启动记录 {record}"),
+        "report-waits": (
+            "waiting up to {seconds} s for node(s) {nodes} to end before writing the job's report",
+            "等待节点 {nodes} 结束(最多 {seconds} 秒)后再写整个任务的报告",
+        ),
         # supervisor
         "signal-received": (
             "received {signal}; forwarding to torchrun, killing everything left after {grace}s",

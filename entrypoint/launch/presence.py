@@ -391,6 +391,17 @@ class Presence:
                 return None
             pause(0.5)
 
+    def wait_done(self, bound_s: float, pause: Callable[[float], None] = time.sleep) -> list[int]:
+        """After this node's clean end: wait until every other node ended cleanly too (each writes its record before
+        its `done`), a node ended the job or is lost, or `bound_s` passed. The nodes not done, as of the last look."""
+        started = self.clock()
+        while True:
+            end = self.look()
+            pending = [n for n in range(self.nnodes) if n != self.node_rank and not self.done(n)]
+            if not pending or end is not None or self.lost() or self.clock() - started >= bound_s:
+                return pending
+            pause(0.5)
+
     def lost_end(self, lost: list[LostNode]) -> JobEnd:
         """This node's end for `lost` nodes (exit `ExitCode.NODE_LOST`), not yet announced."""
         names = joined(

@@ -92,6 +92,7 @@ RUN = Catalogue(
 STORAGE_GIVE_UP_S = 300.0  # without VLA_STALL_TIMEOUT: how long a CFS may not answer before the job is ended
 PEER_FIRST_S = 10.0  # a collective error here: how long another node's own cause is waited for once all are alive
 REPORT_WAIT_S = 60.0  # the job's report at the end: written within this, or said and left (`vla-entrypoint report`)
+REPORT_PEERS_WAIT_S = 30.0  # node 0's wait for the other nodes' clean ends before it writes the report
 
 
 class OutcomeClass(StrEnum):
@@ -217,13 +218,21 @@ def _ended_early(plan: Plan, out: Tee, lang: Lang, record: StartupRecord, code: 
     return code
 
 
-def job_report(plan: Plan, out: Tee, lang: Lang, code: int) -> None:
-    """The whole job's report (`entrypoint.report`): node 0 at every end, any node on its own failure. A report
-    that cannot be written (in time) is said; it never changes the exit code."""
+def job_report(plan: Plan, out: Tee, lang: Lang, code: int, presence: Presence | None = None) -> None:
+    """The whole job's report (`entrypoint.report`): node 0 at every end, any node on its own failure. After a clean
+    end of a multi-node job, node 0 first waits up to `REPORT_PEERS_WAIT_S` for the other nodes' clean ends, so that
+    their records are in it. A report that cannot be written (in time) is said; it never changes the exit code."""
     path = plan.launch.report
     if path is None or (code == 0 and plan.topology.node_rank != 0):
         return
     from entrypoint.report.command import write_in_time
+
+    if code == 0 and presence is not None:
+        presence.look()
+        pending = [n for n in range(presence.nnodes) if n != presence.node_rank and not presence.done(n)]
+        if pending:
+            say(out, lang, "report-waits", nodes=", ".join(map(str, pending)), seconds=f"{REPORT_PEERS_WAIT_S:.0f}")
+            presence.wait_done(REPORT_PEERS_WAIT_S)
 
     line(out, lang, write_in_time(plan.settings.path("log_dir"), plan.settings.exp_name, path, REPORT_WAIT_S))
 
@@ -553,7 +562,7 @@ def _report(
     line(out, lang, taco_outcome.message)
     if cause:
         say(out, lang, "root-cause", cause=cause)
-    job_report(plan, out, lang, code)
+    job_report(plan, out, lang, code, supervisor.presence)
     if out.file is not None:
         say(out, lang, "node-files", log=str(files.log), record=str(record.path))
     if supervisor.culprit_line is not None:  # the stall's culprit, where a reader of the last line looks

@@ -341,3 +341,29 @@ def test_a_do_not_requeue_end_carries_its_verdict_to_every_node() -> None:
     end = JobEnd(93, "do-not-requeue", Text("same exception", "同一异常"), 0, "node-a", verdict="same-exception")
     assert parse_end(end.to_json()) == end
     assert parse_end({**end.to_json(), "verdict": ["x"]}).verdict is None  # type: ignore[union-attr]
+
+
+def test_node_0_waits_for_the_other_nodes_clean_ends_before_the_report_and_no_longer_than_the_bound(
+    folder: Path,
+) -> None:
+    clock = Clock()
+    nodes = [started(presence(folder, n, clock, nnodes=3)) for n in range(3)]
+    nodes[1].finish(clean=True)
+    looks: list[float] = []
+
+    def pause(seconds: float) -> None:  # node 2 writes its record and ends cleanly 3 s after node 0 began waiting
+        looks.append(seconds)
+        clock.now += seconds
+        if len(looks) == 6:
+            nodes[2].finish(clean=True)
+
+    assert nodes[0].wait_done(30.0, pause) == [] and sum(looks) == 3.0
+    still = [started(presence(folder / "later", n, clock, nnodes=2)) for n in range(2)]  # node 1 still writing
+    waited: list[float] = []
+
+    def tick(seconds: float) -> None:
+        waited.append(seconds)
+        clock.now += seconds
+        still[1].beat()  # alive, not done
+
+    assert still[0].wait_done(30.0, tick) == [1] and sum(waited) == 30.0
