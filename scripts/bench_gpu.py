@@ -154,7 +154,8 @@ def main() -> int:
             if rep >= 0:
                 rows[way].append(result)
             print(
-                f"{'warm-up' if rep < 0 else f'rep {rep}'} {way}: first step {result['first_step_s']:.2f}s, "
+                f"{'warm-up' if rep < 0 else f'rep {rep}'} {way if way == 'entrypoint' or not b_env else 'B'}: "
+                f"first step {result['first_step_s']:.2f}s, "
                 f"step {statistics.mean(result['intervals']) * 1000:.3f} ms",
                 flush=True,
             )
