@@ -302,6 +302,10 @@ class Presence:
         except (OSError, FileRefused, ValueError, RecursionError):
             return None
 
+    def running(self) -> list[int]:
+        """The other nodes seen in this run whose newest beat is not a `done` (as of the last `look`)."""
+        return [n for n in range(self.nnodes) if n != self.node_rank and self.seen(n) and not self.done(n)]
+
     def done(self, node: int) -> bool:
         """Whether `node` ended cleanly during this run (its newest beat is a `done`)."""
         return any(b.attempt is None for b in self._beats.get(node, []))
@@ -392,12 +396,13 @@ class Presence:
             pause(0.5)
 
     def wait_done(self, bound_s: float, pause: Callable[[float], None] = time.sleep) -> list[int]:
-        """After this node's clean end: wait until every other node ended cleanly too (each writes its record before
-        its `done`), a node ended the job or is lost, or `bound_s` passed. The nodes not done, as of the last look."""
+        """After this node's clean end: wait until every other node seen in this run ended cleanly too (each writes
+        its record before its `done`; a node never seen shares no beat and is not waited for), a node ended the job or
+        is lost, or `bound_s` passed. The nodes not done, as of the last look."""
         started = self.clock()
         while True:
             end = self.look()
-            pending = [n for n in range(self.nnodes) if n != self.node_rank and not self.done(n)]
+            pending = self.running()
             if not pending or end is not None or self.lost() or self.clock() - started >= bound_s:
                 return pending
             pause(0.5)

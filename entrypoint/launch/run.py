@@ -229,7 +229,7 @@ def job_report(plan: Plan, out: Tee, lang: Lang, code: int, presence: Presence |
 
     if code == 0 and presence is not None:
         presence.look()
-        pending = [n for n in range(presence.nnodes) if n != presence.node_rank and not presence.done(n)]
+        pending = presence.running()
         if pending:
             say(out, lang, "report-waits", nodes=", ".join(map(str, pending)), seconds=f"{REPORT_PEERS_WAIT_S:.0f}")
             presence.wait_done(REPORT_PEERS_WAIT_S)

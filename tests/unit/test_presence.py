@@ -367,3 +367,9 @@ def test_node_0_waits_for_the_other_nodes_clean_ends_before_the_report_and_no_lo
         still[1].beat()  # alive, not done
 
     assert still[0].wait_done(30.0, tick) == [1] and sum(waited) == 30.0
+
+
+def test_a_node_never_seen_is_not_waited_for_before_the_report(folder: Path) -> None:
+    clock = Clock()
+    node0 = started(presence(folder, 0, clock, nnodes=2))  # node 1 shares no beat (another log folder)
+    assert node0.wait_done(30.0, lambda s: pytest.fail("waited for a node that was never seen")) == []
