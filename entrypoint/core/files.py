@@ -16,13 +16,16 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from entrypoint.core.messages import Catalogue, Text
 from entrypoint.core.oserror import os_error_text
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 MESSAGES = Catalogue(
     "core",
@@ -199,24 +202,29 @@ def read_ends_of(paths: Sequence[str], head: int, tail: int = 0) -> list[Ends | 
     before opening (the listing's file type stands for it), each result an `Ends` or the `FileRefused` why not.
     Should something else have taken a file's place since the listing, the non-blocking open cannot block and a
     FIFO's or folder's read fails; a device's yields at most `head` + `tail` bytes. `tail` is at most `head`.
+    Slow storage is read by a few threads at once (`overlapped`)."""
+    return overlapped(paths, lambda part: _read_run(part, head, tail))
 
-    The first files are read in turn; when they show slow storage (a cold cache, a network file system: each read
-    waits on a disk or a round trip), the rest is shared among a few threads so that the waits overlap. From a
-    warm cache one loop is faster: the reads do not wait, and threads would only contend."""
+
+def overlapped(items: Sequence[T], run: Callable[[Sequence[T]], list[R]]) -> list[R]:
+    """`run` over `items` (a function of a slice of them, one result per item, in order), with the waits of slow
+    storage overlapped: the first items are done in turn; when they show slow storage (a cold cache, a network
+    file system: each read waits on a disk or a round trip), the rest is shared among a few threads. From a warm
+    cache one loop is faster: the reads do not wait, and threads would only contend."""
     started = time.perf_counter()
-    found = _read_run(paths[:_PROBE], head, tail)
-    rest = paths[_PROBE:]
+    found = run(items[:_PROBE])
+    rest = items[_PROBE:]
     if not rest or (time.perf_counter() - started) < _SLOW_S * len(found):
-        return found + _read_run(rest, head, tail)
+        return found + run(rest)
     import threading
 
     size = -(-len(rest) // _WORKERS)
-    parts: list[list[Ends | FileRefused]] = [[] for _ in range(_WORKERS)]
+    parts: list[list[R]] = [[] for _ in range(_WORKERS)]
     failures: list[BaseException] = []
 
     def work(index: int) -> None:
         try:
-            parts[index] = _read_run(rest[index * size : (index + 1) * size], head, tail)
+            parts[index] = run(rest[index * size : (index + 1) * size])
         except BaseException as failure:  # handed to the caller's thread below
             failures.append(failure)
 
@@ -227,7 +235,7 @@ def read_ends_of(paths: Sequence[str], head: int, tail: int = 0) -> list[Ends | 
         worker.join()
     if failures:
         raise failures[0]
-    return found + [ends for part in parts for ends in part]
+    return found + [result for part in parts for result in part]
 
 
 def _read_run(paths: Sequence[str], head: int, tail: int) -> list[Ends | FileRefused]:

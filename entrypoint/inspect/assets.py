@@ -27,6 +27,7 @@ from entrypoint.core.files import (
     Opened,
     Problem,
     entries,
+    overlapped,
     problem_at,
     read_all,
     read_ends,
@@ -676,8 +677,9 @@ def mp4_problem(path: str, size: int, head: bytes) -> Text | None:
     runs past the end or is garbled, or they end without the `moov` (the movie's index) and `mdat` (its frames)
     boxes every video has; None when they add up to `size` with both (a box of size 0 runs to the end, as the
     format allows), or when `MP4_MAX_BOXES` boxes came first (a fragmented file: nothing said against it). A box
-    header inside `head` costs nothing; one further costs a 16-byte read (a file written by ffmpeg, `ftyp free mdat
-    moov`, needs one). Raises `FileRefused`."""
+    header inside `head` costs nothing; those further cost an open and a 16-byte read each (a file written by
+    ffmpeg, `ftyp free mdat moov`, needs one; `overlapped` shares these among threads on slow storage). Raises
+    `FileRefused`."""
     offset, seen = 0, set()
     with contextlib.ExitStack() as stack:
         opened: Opened | None = None
@@ -747,21 +749,30 @@ def _read_episode_files(root: str, suffix: str, census: _Census, seen: _Inspecti
     tail = 8 if suffix == "parquet" else 0
     results = read_ends_of([f"{root}/{path}" for path in census.found], HEAD_BYTES, tail)
     total = 0
+    videos: list[tuple[str, Ends]] = []
     for path, ends in zip(census.found, results, strict=True):
         if type(ends) is Ends:  # the fast path; a refusal and the rest go to _judge
             size, head, last = ends
             if suffix == "parquet":
                 footer = int.from_bytes(last[-8:-4], "little")
                 good = head[:4] == last[-4:] == PARQUET_MAGIC and size >= 12 and 0 < footer <= size - 12
-            elif suffix == "mp4":
+            elif suffix == "mp4":  # the ftyp box here; the boxes after it below, all files at once
                 good = head[4:8] == b"ftyp" and 16 <= int.from_bytes(head[:4], "big") <= size
-                good = good and _mp4_sound(f"{root}/{path}", size, head)
+                if good:
+                    videos.append((path, ends))
+                    continue
             else:
                 good = size > 0 and not head.startswith(LFS_POINTER)
             if good:
                 total += size
                 continue
         _judge(root, path, ends, suffix, seen)
+    walked = overlapped(videos, lambda part: [_mp4_sound(f"{root}/{p}", e.size, e.head) for p, e in part])
+    for (path, ends), sound in zip(videos, walked, strict=True):
+        if sound:
+            total += ends.size
+        else:
+            _judge(root, path, ends, suffix, seen)
     seen.total += total
     for path, _ in census.odd:
         try:

@@ -806,3 +806,23 @@ def test_a_claimed_count_past_int64_is_refused_as_out_of_range(tmp_path: Path) -
     (finding,) = check_dataset_folder(root)[0]
     assert f"'total_episodes' is {2**63}, past any dataset's count" in finding.message.en
     assert "超出任何数据集的数量范围" in finding.message.zh and "info.json" in finding.message.en
+
+
+def test_the_videos_box_walk_on_slow_storage_finds_the_one_cut_video_among_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every video's boxes are walked (one read past its first 64 bytes each); on slow storage by a few threads,
+    with the same verdict: only the cut one is named, and the sizes add up."""
+    root = make_dataset(tmp_path / "physical-intelligence" / "libero", 100, video_keys=("observation.images.top",))
+    video = mp4_bytes(body=bytes(100))  # moov's header lies past the first 64 bytes
+    folder = root / "videos" / "chunk-000" / "observation.images.top"
+    for path in folder.iterdir():
+        path.write_bytes(video)
+    (folder / "episode_000077.mp4").write_bytes(video[:-3])
+    for slow in (False, True):
+        if slow:
+            monkeypatch.setattr("entrypoint.core.files._SLOW_S", 0.0)  # every storage looks slow: threads take over
+        findings, complete, _ = check_dataset_folder(root)
+        (broken,) = [f for f in findings if f.status.value == "fail"]
+        assert not complete and "episode_000077.mp4" in broken.message.en and "cut short" in broken.message.en
+        assert "episode_000076" not in broken.message.en
