@@ -278,6 +278,12 @@ MESSAGES = Catalogue(
             "请勿重新排队:第 {a} 次与第 {b} 次尝试因训练代码中相同的异常结束:{detail};重启只会同样失败;"
             "退出码 {code}。请修正训练代码或其设置。",
         ),
+        "job-ended-waiting": (
+            "JOB ENDED by node {node} ({host}) while this node waited for node 0: {cause} — nothing started here; this"
+            " node exits with the same exit code {code}",
+            "任务已由节点 {node}({host})在本节点等待 0 号节点时结束:{cause} — 本节点尚未启动任何进程,"
+            "以相同退出码 {code} 退出",
+        ),
         "job-ended-by": (
             "JOB ENDED by node {node} ({host}): {cause} — this node ends its torchrun and workers too, with the same "
             "exit code {code}",

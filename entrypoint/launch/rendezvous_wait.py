@@ -6,7 +6,8 @@ the node exits 3 with one cause naming the name, what it resolved to and the por
 without sending a byte (torchrun's store drops such a connection). Each lookup runs in a daemon thread joined with
 the time left, so a resolver that never answers cannot stretch the bound; attempts back off from 0.25 s to 5 s and a
 progress line is printed at the first miss, then every 15 s. When both answer at once the cost is one lookup and one
-connection (see scripts/bench_master_wait.py).
+connection (see scripts/bench_master_wait.py). Another node's end of the job (node 0 failed its checks, say) ends the
+wait at the next attempt: the node exits with the job's code instead of waiting out the bound.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TextIO
@@ -37,6 +39,7 @@ class WaitStatus(StrEnum):
     REACHED = "reached"  # node 0's port accepted a connection
     UNRESOLVED = "unresolved"  # the name gave no address within the resolution bound
     UNREACHABLE = "unreachable"  # no address accepted a connection within the bound
+    JOB_ENDED = "job-ended"  # another node ended the job while this one waited (`presence.py`)
 
 
 @dataclass(frozen=True)
@@ -127,11 +130,21 @@ class _Pacer:
         self.delay = min(self.delay * 2, MAX_RETRY_S)
 
 
-def wait_for_master(target: MasterWait, out: TextIO, lang: Lang | str = Lang.BOTH) -> WaitResult:
+def wait_for_master(
+    target: MasterWait, out: TextIO, lang: Lang | str = Lang.BOTH, job_ended: Callable[[], bool] | None = None
+) -> WaitResult:
     """Wait until `target.addr` resolves (within `resolve_timeout_s`) and `target.port` accepts a connection (within
-    `timeout_s`), printing progress while waiting. Never raises for a missing master: the result carries the cause."""
+    `timeout_s`), printing progress while waiting. Never raises for a missing master: the result carries the cause.
+    `job_ended`, asked before every pause: another node ended the job (node 0 failed its checks, say), so there is
+    nothing left to wait for (`WaitStatus.JOB_ENDED`)."""
     pace = _Pacer(out, lang)
     attempts = 0
+
+    def ended(addresses: tuple[str, ...] = ()) -> WaitResult | None:
+        if job_ended is None or not job_ended():
+            return None
+        return WaitResult(target, WaitStatus.JOB_ENDED, addresses, pace.waited(), attempts, None, None)
+
     while True:
         attempts += 1
         addresses, problem = lookup(
@@ -142,6 +155,8 @@ def wait_for_master(target: MasterWait, out: TextIO, lang: Lang | str = Lang.BOT
         problem = problem or M("master-no-address")
         if pace.waited() >= target.resolve_timeout_s:
             return _unresolved(target, pace.waited(), attempts, problem)
+        if (stop := ended()) is not None:
+            return stop
         pace.progress(
             "master-resolving",
             variable=target.variable,
@@ -159,6 +174,8 @@ def wait_for_master(target: MasterWait, out: TextIO, lang: Lang | str = Lang.BOT
             return WaitResult(target, WaitStatus.REACHED, addresses, pace.waited(), attempts, None, None)
         if pace.waited() >= target.timeout_s:
             return _unreachable(target, addresses, pace.waited(), attempts, error)
+        if (stop := ended(addresses)) is not None:
+            return stop
         pace.progress(
             "master-connecting",
             addr=target.addr,

@@ -42,7 +42,7 @@ from entrypoint.launch.prefetch import Reader
 from entrypoint.launch.presence import JobEnd, Presence, node_hosts, run_folder
 from entrypoint.launch.progress import Progress
 from entrypoint.launch.record import StartupRecord
-from entrypoint.launch.rendezvous_wait import wait_for_master
+from entrypoint.launch.rendezvous_wait import WaitStatus, wait_for_master
 from entrypoint.launch.restarts import Attempts, is_collective
 from entrypoint.launch.saves import SaveWatch
 from entrypoint.launch.stall_exchange import Exchange
@@ -218,6 +218,23 @@ def _ended_early(plan: Plan, out: Tee, lang: Lang, record: StartupRecord, code: 
     return code
 
 
+def _ended_by_another(out: Tee, lang: Lang, record: StartupRecord, end: JobEnd) -> int:
+    """Another node ended the job before training started here: say it in one line, and record its end as this
+    node's outcome (its exit code, class and cause)."""
+    fields = {"node": end.node, "host": end.host, "code": end.code}
+    line(out, lang, M("job-ended-waiting", cause=end.cause, **fields))
+    record.data["outcome"] = {
+        "exit_code": end.code,
+        "class": end.outcome,
+        "root_cause": end.cause.en,
+        "ended_by": {"node": end.node, "host": end.host},
+        "lost_nodes": [n.to_json() for n in end.lost],
+        **({"verdict": end.verdict} if end.verdict is not None else {}),
+    }
+    record.write()
+    return end.code
+
+
 def job_report(plan: Plan, out: Tee, lang: Lang, code: int, presence: Presence | None = None) -> None:
     """The whole job's report (`entrypoint.report`): node 0 at every end, any node on its own failure. After a clean
     end of a multi-node job, node 0 first waits up to `REPORT_PEERS_WAIT_S` for the other nodes' clean ends, so that
@@ -374,8 +391,11 @@ def _launch(
     target = launch.wait_for_master
     if target is not None:  # a worker node: node 0 must answer before any torchrun starts here
         with record.phase("master"):
-            master = wait_for_master(target, out, lang)
+            master = wait_for_master(target, out, lang, (lambda: presence.look() is not None) if presence else None)
         record.data["master"] = master.to_json()
+        end = presence.look() if presence is not None and master.status is WaitStatus.JOB_ENDED else None
+        if end is not None:  # nothing ran here: this node ends as the job did, and tells nobody
+            return _ended_by_another(out, lang, record, end), False
         if master.finding is not None:
             fields = {"variable": target.variable, "addr": target.addr, "port": target.port}
             health_summary([master.finding], M("master-heading", rank=topo.node_rank, **fields).en, lang, out)

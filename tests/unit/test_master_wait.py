@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.core.messages import Text
+from entrypoint.launch.presence import JobEnd, Presence, run_folder
 from tests.support.files import small_text
 from tests.unit.conftest import FAKE_BIN, World
 
@@ -242,3 +244,32 @@ def test_a_single_node_waits_for_nothing(world: World) -> None:
     result = world.cli("plan", "--json", env={"VLA_DEVICE": "cpu", "MASTER_ADDR": "node0.invalid"})
     assert result.code == 0, result.text
     assert json.loads(result.out)["launch"]["wait_for_master"] is None
+
+
+def test_a_worker_waiting_for_node_0_ends_with_node_0s_code_once_node_0_ended_the_job(
+    world: World, master_name: str, closed_port: socket.socket
+) -> None:
+    """Node 0 failed its checks (exit 3) and said so in the run's folder: node 1, waiting for node 0's port, ends
+    with the same code and cause at its next attempt, not after its 60 s bound, and starts no torchrun."""
+    port = port_of(closed_port)
+    env = {
+        **world.env,
+        **world.tione(nodes=2, per_node=8, rank=1),
+        "MASTER_ADDR": master_name,
+        "MASTER_PORT": str(port),
+    }
+    folder = run_folder(world.assets / "logs", "pi05_libero_pytorch", env)
+    assert folder is not None
+    node0 = Presence(folder, 0, 2, [master_name, "?"], 600)
+    node0.start()
+    why = Text("node 0 failed its checks: assets.weights", "0 号节点检查未通过:assets.weights")
+    node0.announce(JobEnd(3, "preflight-failed", why, 0, master_name))
+    node0.finish(clean=False)
+    node = Node(world, ("run",), 1, MASTER_ADDR=master_name, MASTER_PORT=str(port), VLA_MASTER_WAIT_TIMEOUT="60")
+    code, out, took = node.finish()
+    assert code == 3, out[-3000:]
+    assert f"JOB ENDED by node 0 ({master_name}) while this node waited for node 0: {why.en}" in out
+    assert not node.torchrun_started and took < 60, took
+    record = node.record()
+    assert record["master"]["status"] == "job-ended" and record["master"]["waited_s"] < MARGIN_S, record["master"]
+    assert (record["outcome"]["class"], record["outcome"]["ended_by"]["node"]) == ("preflight-failed", 0)
