@@ -29,7 +29,10 @@ WORK = REPO / ".work" / "mutation"
 # drive it through a fake host after.
 MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "launch/restarts": (("launch/restarts.py",), ("test_restart_verdict.py", "test_attempt.py")),
-    "launch/culprit": (("launch/culprit.py",), ("test_culprit.py", "test_culprit_groups.py")),
+    "launch/culprit": (
+        ("launch/culprit.py",),
+        ("test_culprit_reports.py", "test_culprit.py", "test_culprit_groups.py"),
+    ),
     "launch/failure": (("launch/failure.py",), ("test_failure.py", "test_restart_verdict.py")),
     "launch/progress": (("launch/progress.py", "launch/saves.py"), ("test_run_summary.py", "test_watchdog.py")),
     "launch/watchdog": (("launch/watchdog.py",), ("test_watchdog.py", "test_culprit.py")),
