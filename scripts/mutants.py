@@ -90,7 +90,13 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "fabric/nccl_log": (("fabric/nccl_log.py",), ("test_nccl_log.py", "test_parser_properties.py")),
     "taco": (
         ("taco/activate.py", "taco/bake.py", "taco/plan.py", "taco/summary.py", "taco/wheel.py"),
-        ("test_taco.py", "test_taco_summary.py"),
+        (
+            "test_taco_summary.py",
+            "test_taco_bake.py",
+            "test_taco_plan_messages.py",
+            "test_taco_verify.py",
+            "test_taco.py",
+        ),
     ),
     "plan": (("plan.py",), ("test_plan_is_launch.py", "test_edges_inputs.py", "test_cli.py")),
 }
