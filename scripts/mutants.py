@@ -6,7 +6,8 @@ to that module's file(s) and to the unit test files that guard it (`MODULES`). m
 results there, so modules never reset each other's results and a second run of a module only tests what changed.
 The survivors of functions with no mutant killed are then run once more in a fresh interpreter (`_recheck`): code
 that runs only at import is otherwise never tested with a mutant on. The summary (score, survivors) is printed and
-written to `.work/mutation/<module>/summary.txt`.
+written to `.work/mutation/<module>/summary.txt`,
+the survivors' diffs to `survivors.diff` beside it.
 
 Not part of CI: a module takes minutes to an hour on two cores.
 """
@@ -14,11 +15,15 @@ Not part of CI: a module takes minutes to an hour on two cores.
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -198,6 +203,68 @@ def _summary(name: str, results: dict[str, str], fresh: dict[str, str]) -> str:
     return "\n".join([f"{name}: {killed}/{total} killed ({score}); {detail}", *left]) + "\n"
 
 
+def _diffs(folder: Path, survivors: list[str]) -> str:
+    """Each survivor's diff against its function's original, read from the mutated files mutmut wrote (a
+    `mutmut show` per survivor would start mutmut a thousand times): what the triage in docs/testing.md reads."""
+    sources: dict[str, dict[str, str]] = {}
+    parts = []
+    for mutant in survivors:
+        module, _, function = mutant.rpartition(".x")
+        module, function = (module, "x" + function) if module else mutant.rsplit(".", 1)
+        if module not in sources:
+            path = folder / "mutants" / (module.replace(".", "/") + ".py")
+            sources[module] = _functions(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        functions = sources[module]
+        original = functions.get(_function(function) + "__mutmut_orig", "")
+        changed = functions.get(function, "").replace(function, _function(function) + "__mutmut_orig", 1)
+        diff = difflib.unified_diff(original.splitlines(), changed.splitlines(), "original", "mutant", lineterm="", n=1)
+        parts.append(f"# {mutant}\n" + "\n".join(list(diff)[2:]) + "\n")
+    return "\n".join(parts)
+
+
+def _functions(text: str) -> dict[str, str]:
+    """Every function (methods too) of a module's text by name, its body dedented."""
+    lines = text.splitlines()
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found[node.name] = textwrap.dedent("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+    return found
+
+
+def _run_module(name: str, mutmut: str, args: argparse.Namespace) -> tuple[str, int]:
+    """Run (unless --summary) and summarise one module; returns its summary text and mutmut's exit status."""
+    folder = _prepare(name)
+    fresh_file = folder / "fresh.json"
+    status = 0
+    if args.fresh and not args.summary:
+        shutil.rmtree(folder / "mutants", ignore_errors=True)
+    if not args.summary:
+        # its own session, so a time limit stops mutmut and the test runs it forked; judged mutants are kept
+        run = subprocess.Popen(
+            [mutmut, "run", "--max-children", str(args.max_children)], cwd=folder, start_new_session=True
+        )
+        try:
+            status = run.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGTERM)
+            try:
+                run.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.wait()
+            status = 124
+            print(f"{name}: stopped after {args.timeout} s; a rerun goes on where it stopped", file=sys.stderr)
+        fresh = _recheck(folder, MODULES[name][1], _results(folder, mutmut), args.max_children)
+        fresh_file.write_text(json.dumps(fresh, indent=1, sort_keys=True), encoding="utf-8")
+    fresh = json.loads(fresh_file.read_text(encoding="utf-8")) if fresh_file.is_file() else {}
+    text = _summary(name, _results(folder, mutmut), fresh)
+    (folder / "summary.txt").write_text(text, encoding="utf-8")
+    survivors = [line.split(": ", 1)[0] for line in text.splitlines()[1:]]
+    (folder / "survivors.diff").write_text(_diffs(folder, survivors), encoding="utf-8")
+    return text, status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/mutation", description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help=f"modules to run (default: all): {', '.join(MODULES)}")
@@ -205,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", action="store_true", help="print the last results of each module, run nothing")
     parser.add_argument("--fresh", action="store_true", help="forget a module's earlier results (after new tests)")
     parser.add_argument("--max-children", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--jobs", type=int, default=1, help="modules run at once (each with --max-children)")
+    parser.add_argument("--timeout", type=float, default=None, help="stop a module's mutmut run after this many s")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -217,20 +286,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     status = 0
-    for name in chosen:
-        folder = _prepare(name)
-        fresh_file = folder / "fresh.json"
-        if args.fresh and not args.summary:
-            shutil.rmtree(folder / "mutants", ignore_errors=True)
-        if not args.summary:
-            run = subprocess.run([mutmut, "run", "--max-children", str(args.max_children)], cwd=folder, check=False)
-            status = status or run.returncode
-            fresh = _recheck(folder, MODULES[name][1], _results(folder, mutmut), args.max_children)
-            fresh_file.write_text(json.dumps(fresh, indent=1, sort_keys=True), encoding="utf-8")
-        fresh = json.loads(fresh_file.read_text(encoding="utf-8")) if fresh_file.is_file() else {}
-        text = _summary(name, _results(folder, mutmut), fresh)
-        (folder / "summary.txt").write_text(text, encoding="utf-8")
-        print(text, end="")
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for text, code in pool.map(lambda name: _run_module(name, mutmut, args), chosen):
+            print(text, end="")
+            status = status or code
     return status
 
 

@@ -206,3 +206,53 @@ def test_real_pxn_channels_with_gdr():
 def test_format_variants(line, field, expected):
     (node,) = parse_lines([line]).nodes
     assert getattr(node, field) == expected
+
+
+# ---- what the run record and the check's messages show, word for word ----
+
+
+def test_a_nodes_record_names_every_field():
+    (node,) = parse_lines(ROCE_GDR.splitlines()).nodes
+    assert json.loads(json.dumps(node.to_json())) == {
+        "host": "node-a",
+        "kind": "rdma-gdr",
+        "net": ["IB"],
+        "net_channels": 3,
+        "gdr_channels": 3,
+        "intra": ["P2P/CUMEM"],
+        "nics": ["mlx5_bond_0:1/RoCE", "mlx5_bond_1:1/RoCE"],
+        "network": ["IB"],
+        "nccl_version": "2.21.5",
+    }
+
+
+def test_a_log_named_without_a_pid_is_still_read(tmp_path):
+    """`nccl.<host>.log` (NCCL_DEBUG_FILE without %p) names no host: its lines' own prefixes do."""
+    (tmp_path / "nccl.node-c.log").write_text(SOCKET)
+    (tmp_path / "nccl.node-b.17.log").write_text("NCCL version 2.21.5+cuda12.4\n" + IBEXT_NO_GDR)
+    proof = read_logs(tmp_path)
+    assert [(n.host, n.kind, n.version) for n in proof.nodes] == [
+        ("node-b", "rdma", "2.21.5"),  # the bare version line belongs to the file name's host
+        ("node-c", "socket", None),
+    ]
+
+
+def test_the_summary_names_each_nodes_paths():
+    """The path named per node: the network transports used, else the network picked, else the local ones."""
+    picked_only = "node-d:1:1 [0] NCCL INFO Using network IB\nnode-d:1:1 [0] NCCL INFO via P2P/IPC/read\n"
+    rings_only = "node-e:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n"
+    text = ROCE_GDR + SOCKET + LOCAL + picked_only + rings_only
+    proof = parse_lines(text.splitlines())
+    (finding,) = proof_findings(proof, Transport.IB)
+    summary = (
+        "node-a: rdma-gdr (IB), node-c: socket (Socket), node-d: rdma (IB), node-e: rdma (IB), "
+        "solo: local (P2P/CUMEM/P2P/direct pointer/SHM/direct)"
+    )
+    assert finding.message.en == (
+        f"NCCL ran over TCP sockets on node-c although IB was planned: expect 1-3 GB/s between nodes ({summary})"
+    )
+    two = parse_lines((SOCKET + SOCKET.replace("node-c", "node-f")).splitlines())
+    (finding,) = proof_findings(two, Transport.ROCE)
+    assert "TCP sockets on node-c, node-f although" in finding.message.en
+    (finding,) = proof_findings(parse_lines(LOCAL.splitlines()), Transport.LOCAL)
+    assert finding.message.en == "NCCL transports: solo: local (P2P/CUMEM/P2P/direct pointer/SHM/direct)"
