@@ -123,7 +123,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 # What tests read from the checkout besides the code and the tests (the README's settings table, the docs' words):
 # linked into each module's folder and copied by mutmut next to the mutated code.
-SHARED = ("README.md", "docs")
+SHARED = ("README.md", "docs", "scripts")
 
 _NOT_KILLED = ("survived", "no tests", "suspicious", "not checked", "segfault")
 PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "-x", "-W", "ignore"]
@@ -174,7 +174,7 @@ def _results(folder: Path, mutmut: str) -> dict[str, str]:
 
 def _fresh_verdict(folder: Path, tests: list[str], mutant: str) -> str:
     env = {**os.environ, "MUTANT_UNDER_TEST": mutant}
-    command = [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
+    command = [sys.executable, "-m", "pytest", "-p", "scripts.mutant_env", *PYTEST_ARGS, *tests]
     try:
         done = subprocess.run(command, cwd=folder / "mutants", env=env, capture_output=True, timeout=FRESH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
