@@ -41,7 +41,21 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "launch/failure": (("launch/failure.py",), ("test_failure.py", "test_restart_verdict.py")),
     "launch/progress": (("launch/progress.py", "launch/saves.py"), ("test_run_summary.py", "test_watchdog.py")),
     "launch/watchdog": (("launch/watchdog.py",), ("test_watchdog.py", "test_culprit.py")),
-    "launch/supervisor": (("launch/supervisor.py",), ("test_node_output.py", "test_cli.py", "test_restart_verdict.py")),
+    "launch/supervisor": (
+        ("launch/supervisor.py",),
+        (
+            "test_node_output.py",
+            "test_restart_verdict.py",
+            "test_health_restart.py",
+            "test_run_summary.py",
+            "test_watchdog.py",
+            "test_presence.py",
+            "test_metrics.py",
+            "test_output_streams.py",
+            "test_report.py",
+            "test_cli.py",
+        ),
+    ),
     "launch/other": (
         (
             "launch/attempt.py",
