@@ -87,6 +87,10 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_asset_parsers.py",
             "test_parser_properties.py",
             "test_trainer_agreement.py",
+            "test_assets_dsa.py",
+            "test_assets_dsb.py",
+            "test_assets_norm.py",
+            "test_assets_wt.py",
         ),
     ),
     "inspect/weights": (
