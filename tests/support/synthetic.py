@@ -279,3 +279,15 @@ def _fill_tensor(path: Path, data_bytes: int) -> None:
     with open(path, "r+b") as handle:
         handle.seek(size - data_bytes)
         _noise(handle, data_bytes, 7)
+
+
+def edit_info(root: Path, **changes: object) -> None:
+    """A dataset's meta/info.json with some keys changed (a value of None removes the key)."""
+    path = root / "meta" / "info.json"
+    data = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    path.write_text(json.dumps(data))

@@ -20,7 +20,7 @@ from entrypoint.core.files import FileRefused, Problem
 from entrypoint.core.findings import Finding, Status
 from entrypoint.inspect import assets
 from entrypoint.inspect.assets import check_dataset_folder
-from tests.support.synthetic import make_dataset, mp4_bytes, parquet_bytes
+from tests.support.synthetic import edit_info, make_dataset, mp4_bytes, parquet_bytes
 
 REAL = Path(__file__).resolve().parents[1] / "support" / "real"
 LFS_POINTERS = json.loads((REAL / "lerobot" / "new_test_lfs" / "lfs_pointers.json").read_text())["pointer_files"]
@@ -39,18 +39,6 @@ DEVICE = (
 
 def dataset(tmp_path: Path, episodes: int = 3, **kwargs: object) -> Path:
     return make_dataset(tmp_path / "physical-intelligence" / "libero", episodes, **kwargs)  # type: ignore[arg-type]
-
-
-def change_info(root: Path, **changes: object) -> None:
-    """meta/info.json with some keys changed (None removes the key)."""
-    path = root / "meta" / "info.json"
-    data = json.loads(path.read_text())
-    for key, value in changes.items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
-    path.write_text(json.dumps(data))
 
 
 def episode(index: int) -> str:
@@ -141,7 +129,7 @@ def test_a_lerobot_v3_dataset_is_named_with_its_version_and_how_to_get_v2(
     tmp_path: Path, changes: dict[str, object], version: str, data_path: str
 ) -> None:
     root = dataset(tmp_path)
-    change_info(root, **changes)
+    edit_info(root, **changes)
     info = root / "meta" / "info.json"
     findings, complete, size = check_dataset_folder(root)
     assert (complete, size) == (False, 0)
@@ -166,7 +154,7 @@ def test_a_lerobot_v3_dataset_is_named_with_its_version_and_how_to_get_v2(
 
 def test_check_exits_3_on_a_v3_dataset(world) -> None:
     root = world.assets / "datasets" / "physical-intelligence" / "libero"
-    change_info(root, codebase_version="v3.0", data_path=V3_DATA)
+    edit_info(root, codebase_version="v3.0", data_path=V3_DATA)
     result = world.cli("check", "--json")
     assert result.code == 3, result.text
     (check,) = [c for c in json.loads(result.out)["checks"] if c["id"] == "assets.dataset"]
@@ -406,7 +394,7 @@ def test_a_file_at_the_first_episode_past_those_made_counts_and_one_past_the_cou
     """info.json claims 50 episodes; 0-2 are on disk, with 10 (the first episode whose path is not made from the
     template: the entries on disk plus five) and 50 (past the last)."""
     root = dataset(tmp_path)
-    change_info(root, total_episodes=50)
+    edit_info(root, total_episodes=50)
     for index in (10, 50):
         (root / episode(index)).write_bytes(parquet_bytes())
     findings, complete, size = check_dataset_folder(root)
@@ -420,7 +408,7 @@ def test_a_file_at_the_first_episode_past_those_made_counts_and_one_past_the_cou
 @pytest.mark.parametrize("kind", ["folder", "device"])
 def test_something_else_far_beyond_the_first_episodes_is_named_as_such(tmp_path: Path, kind: str) -> None:
     root = dataset(tmp_path)
-    change_info(root, total_episodes=50)
+    edit_info(root, total_episodes=50)
     far = root / episode(30)
     if kind == "folder":
         far.mkdir()
@@ -442,7 +430,7 @@ def test_something_else_far_beyond_the_first_episodes_is_named_as_such(tmp_path:
 
 def test_a_video_folder_named_by_text_and_the_video_key_is_found(tmp_path: Path) -> None:
     root = dataset(tmp_path, video_keys=(TOP,))
-    change_info(root, video_path="videos/cam-{video_key}/episode_{episode_index:06d}.mp4")
+    edit_info(root, video_path="videos/cam-{video_key}/episode_{episode_index:06d}.mp4")
     (root / "videos" / f"cam-{TOP}").mkdir()
     for index in range(3):
         (root / f"videos/chunk-000/{TOP}/episode_{index:06d}.mp4").rename(

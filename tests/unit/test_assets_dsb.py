@@ -19,7 +19,16 @@ from entrypoint.core.files import Problem
 from entrypoint.core.settings import load_settings
 from entrypoint.inspect import assets
 from entrypoint.inspect.assets import InvalidAsset, check_dataset_folder, check_safetensors, inspect_assets
-from tests.support.synthetic import ACTION_DIM, STATE_DIM, make_dataset, mp4_box, mp4_bytes, norm_stats, parquet_bytes
+from tests.support.synthetic import (
+    ACTION_DIM,
+    STATE_DIM,
+    edit_info,
+    make_dataset,
+    mp4_box,
+    mp4_bytes,
+    norm_stats,
+    parquet_bytes,
+)
 from tests.unit.conftest import World
 
 REAL = Path(__file__).resolve().parents[1] / "support" / "real"
@@ -40,17 +49,6 @@ def dataset(tmp_path: Path, episodes: int = 3, video: bool = False, **changes: o
     root = make_dataset(tmp_path / "ds", episodes, video_keys=(VIDEO_KEY,) if video else ())
     edit_info(root, **changes)
     return root
-
-
-def edit_info(root: Path, **changes: object) -> None:
-    path = root / "meta" / "info.json"
-    data = json.loads(path.read_text())
-    for key, value in changes.items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
-    path.write_text(json.dumps(data))
 
 
 def relaid(root: Path, data_path: str, contents: dict[int, bytes], chunk_size: int = 1000) -> None:

@@ -33,7 +33,7 @@ from entrypoint.core.files import FileRefused, Problem, entries, read_all, read_
 from entrypoint.core.settings import load_settings
 from entrypoint.inspect.assets import InvalidAsset, check_dataset_folder, check_safetensors, inspect_assets
 from tests.support.edges import Edge, WorldLike, check_edge
-from tests.support.synthetic import make_checkpoint, make_dataset, mp4_bytes, parquet_bytes
+from tests.support.synthetic import edit_info, make_checkpoint, make_dataset, mp4_bytes, parquet_bytes
 from tests.unit.conftest import World
 
 REAL = Path(__file__).resolve().parents[1] / "support" / "real"
@@ -122,14 +122,7 @@ def info(**changes: object) -> Setup:
     """meta/info.json with some keys changed (a value of None removes the key)."""
 
     def setup(world: WorldLike) -> None:
-        path = at(world, INFO)
-        data = json.loads(path.read_text())
-        for key, value in changes.items():
-            if value is None:
-                data.pop(key, None)
-            else:
-                data[key] = value
-        path.write_text(json.dumps(data))
+        edit_info(at(world, INFO).parent.parent, **changes)
 
     return setup
 
