@@ -247,7 +247,8 @@ def test_a_cfs_that_stops_answering_during_training_is_named_and_ends_the_job(wo
     code, after, _ = finish(process, 30)
     out = before + named + ending + after
     assert code == 124, out
-    assert "CFS 无响应" in out and "culprit" not in out
+    # no rank blamed (the watchdog may still say "no single rank stands out" when it saw the stall first)
+    assert "CFS 无响应" in out and "culprit rank(s)" not in out
     local = Path(out.split("own disk instead: ")[1].split(" ")[0])
     try:
         record = json.loads(local.read_text())
