@@ -39,11 +39,15 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_culprit_reports.py", "test_culprit.py", "test_culprit_groups.py"),
     ),
     "launch/failure": (("launch/failure.py",), ("test_failure.py", "test_restart_verdict.py")),
-    "launch/progress": (("launch/progress.py", "launch/saves.py"), ("test_run_summary.py", "test_watchdog.py")),
-    "launch/watchdog": (("launch/watchdog.py",), ("test_watchdog.py", "test_culprit.py")),
+    "launch/progress": (
+        ("launch/progress.py", "launch/saves.py"),
+        ("test_run_summary.py", "test_watchdog.py", "test_progress_units.py"),
+    ),
+    "launch/watchdog": (("launch/watchdog.py",), ("test_watchdog_diagnosis.py", "test_watchdog.py", "test_culprit.py")),
     "launch/supervisor": (
         ("launch/supervisor.py",),
         (
+            "test_supervisor_paths.py",
             "test_node_output.py",
             "test_restart_verdict.py",
             "test_health_restart.py",
@@ -68,7 +72,15 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "launch/run.py",
             "launch/stall_exchange.py",
         ),
-        ("test_attempt.py", "test_culprit.py", "test_master_wait.py", "test_cli.py", "test_concurrency.py"),
+        (
+            "test_launch_records.py",
+            "test_launch_start.py",
+            "test_attempt.py",
+            "test_culprit.py",
+            "test_master_wait.py",
+            "test_cli.py",
+            "test_concurrency.py",
+        ),
     ),
     "core/masking": (("core/masking.py",), ("test_masking.py", "test_edges_secrets.py")),
     "core/settings": (
@@ -95,7 +107,12 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "inspect/weights": (
         ("inspect/weights.py",),
-        ("test_weights_signature.py", "test_trainer_agreement.py", "test_parser_properties.py"),
+        (
+            "test_weights_units.py",
+            "test_weights_signature.py",
+            "test_trainer_agreement.py",
+            "test_parser_properties.py",
+        ),
     ),
     "inspect/other": (
         (
@@ -109,12 +126,21 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "inspect/storage.py",
             "inspect/tokenizer_fetch.py",
         ),
-        ("test_mounts.py", "test_resume.py", "test_dev_machine_check.py", "test_cli.py", "test_finished_job.py"),
+        (
+            "test_inspect_env.py",
+            "test_inspect_resume_storage.py",
+            "test_mounts.py",
+            "test_resume.py",
+            "test_dev_machine_check.py",
+            "test_cli.py",
+            "test_finished_job.py",
+        ),
     ),
     "fabric/rdma": (("fabric/decide.py", "fabric/rdma.py"), ("test_fabric.py", "test_fabric_edges.py")),
     "fabric/other": (
         ("fabric/draft.py", "fabric/inventory.py", "fabric/memlock.py", "fabric/nccl_debug.py", "fabric/sockets.py"),
         (
+            "test_fabric_other.py",
             "test_fabric.py",
             "test_fabric_edges.py",
             "test_nccl_log.py",
@@ -136,7 +162,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     # test_plan_is_launch.py is left out: it lists what a child process imports, and mutmut's hooks import more
-    "plan": (("plan.py",), ("test_edges_inputs.py", "test_cli.py", "test_dev_machine_check.py")),
+    "plan": (("plan.py",), ("test_plan_units.py", "test_edges_inputs.py", "test_cli.py", "test_dev_machine_check.py")),
 }
 
 # What tests read from the checkout besides the code and the tests (the README's settings table, the docs' words):

@@ -93,8 +93,13 @@ def torchrun(content: bytes | None, mode: int = 0o755, kind: str = "file") -> Ca
 
 
 def only_broken(world: WorldLike, folder: Path) -> None:
-    """PATH with `folder` first and without the working stand-in torchrun (exec would skip to a working one)."""
-    kept = [part for part in world.env["PATH"].split(os.pathsep) if part != str(FAKE_BIN)]
+    """PATH with `folder` first and without any working torchrun (exec would skip to a working one): the stand-in's
+    folder and any other that holds one (a machine with torch installed)."""
+    kept = [
+        part
+        for part in world.env["PATH"].split(os.pathsep)
+        if part != str(FAKE_BIN) and not os.path.lexists(os.path.join(part or ".", "torchrun"))
+    ]
     world.env["PATH"] = os.pathsep.join([str(folder), *kept])
 
 
