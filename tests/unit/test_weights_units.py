@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -344,7 +345,7 @@ WEIGHTS = Path("/mnt/weights/pi05_base_pytorch/model.safetensors")
 FOUR = Signature(PI05, {n: ("F32", (1,)) for n in ("n1", "n2", "n3", "n4")}, {})
 
 
-def finding(found: dict[str, object], config: str = "pi05_libero", extra: tuple[str, ...] = ()) -> Finding:
+def finding(found: Mapping[str, object], config: str = "pi05_libero", extra: tuple[str, ...] = ()) -> Finding:
     return check_model_weights(found, WEIGHTS, config, extra, [FOUR])
 
 
