@@ -82,6 +82,23 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_concurrency.py",
         ),
     ),
+    "launch/health": (
+        (
+            "launch/attempt_files.py",
+            "launch/health_gate.py",
+            "launch/prefetch.py",
+            "launch/presence.py",
+            "launch/storage_watch.py",
+        ),
+        (
+            "test_launch_health.py",
+            "test_presence.py",
+            "test_presence_cost.py",
+            "test_master_wait.py",
+            "test_prefetch.py",
+            "test_restart_verdict.py",
+        ),
+    ),
     "core/masking": (("core/masking.py",), ("test_masking.py", "test_edges_secrets.py")),
     "core/settings": (
         ("core/settings.py",),
@@ -134,6 +151,16 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_dev_machine_check.py",
             "test_cli.py",
             "test_finished_job.py",
+        ),
+    ),
+    "inspect/storage": (
+        ("inspect/prefetch.py", "inspect/seal.py", "inspect/storage_probe.py", "inspect/train_configs.py"),
+        (
+            "test_inspect_storage_units.py",
+            "test_train_configs.py",
+            "test_prefetch.py",
+            "test_assets_wt.py",
+            "test_cfs.py",
         ),
     ),
     "fabric/rdma": (("fabric/decide.py", "fabric/rdma.py"), ("test_fabric.py", "test_fabric_edges.py")),
