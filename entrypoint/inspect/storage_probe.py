@@ -200,9 +200,9 @@ def probe(mounts: Sequence[Mount], timeout: float, python: str = sys.executable)
         left = max(0.0, started + timeout - time.monotonic())
         try:
             out, err = child.communicate(timeout=left)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as expired:
             child.kill()  # freed by the kernel when the storage answers or the mount is aborted; never awaited
-            stage = _last_stage(child)
+            stage = _last_stage(child, expired.stdout or b"")
             answers.append(Answer(mount, time.monotonic() - started, stage))
             continue
         stages = out.decode("ascii", "replace").split()
@@ -211,15 +211,17 @@ def probe(mounts: Sequence[Mount], timeout: float, python: str = sys.executable)
     return answers
 
 
-def _last_stage(child: subprocess.Popen[bytes]) -> str:
-    """The last step a killed child printed, read without blocking (its pipe may still be open)."""
+def _last_stage(child: subprocess.Popen[bytes], printed: bytes) -> str:
+    """The last step a killed child printed: what `communicate` read before its timeout (`printed`), then what is
+    left in the pipe, read without blocking (it may still be open)."""
     if child.stdout is None:
         return ""
     os.set_blocking(child.stdout.fileno(), False)
+    data = printed
     try:
-        data = child.stdout.read() or b""
+        data += child.stdout.read() or b""
     except OSError:
-        data = b""
+        pass  # nothing more to read: what was printed before the timeout tells
     finally:
         child.stdout.close()
         if child.stderr is not None:

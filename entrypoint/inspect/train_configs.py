@@ -86,9 +86,10 @@ def config_names(openpi_dir: Path) -> frozenset[str] | Unread:
     parsed, or names no config."""
     first = module_path(openpi_dir, CONFIG_MODULE)
     names: set[str] = set()
-    queue, seen = [CONFIG_MODULE], {CONFIG_MODULE}
-    while queue and len(seen) <= MODULE_LIMIT:
+    queue, seen, read = [CONFIG_MODULE], {CONFIG_MODULE}, 0
+    while queue and read < MODULE_LIMIT:
         module = queue.pop(0)
+        read += 1
         path = module_path(openpi_dir, module)
         tree = _parse(path)
         if isinstance(tree, Unread):
