@@ -80,6 +80,7 @@ def document(**changes: object) -> dict[str, object]:
         (("--model.action-dim", "14", "--batch-size", "8"), Model("pi05", 2048, 1024, 14)),
         # flags that are not the model's, or not one of the four, change nothing
         (("--model.max-token-len", "gemma_7b", "--paligemma-variant=dummy", "gemma_300m"), PI05),
+        (("--model.max-token-len", "5", "--model.action-dim=7"), Model("pi05", 2048, 1024, 7)),
         (("--model.action-dim", "x"), None),
         (("--model.action-dim",), None),
         (("--model.paligemma-variant",), None),
@@ -265,6 +266,19 @@ def test_a_broken_signature_says_what_is_wrong(changes, message):
     assert str(raised.value) == message
 
 
+def test_a_signature_compressed_as_zlib_rather_than_gzip_is_refused():
+    import zlib
+
+    with pytest.raises(ValueError) as raised:
+        parse_signature(zlib.compress(json.dumps(document()).encode()))
+    assert str(raised.value).startswith("not a gzipped JSON signature: ")
+
+
+def test_a_header_entry_that_is_not_an_object_has_no_shape_and_no_dtype():
+    found = {"a": [2, 3], "b": tensor("BF16", 4), "i": tensor("I64", 1), "z": tensor("F16")}
+    assert compare(found, SIGNATURE) == Differences((), (), (("a", (), (2, 3)),), 0, (("a", ""),))
+
+
 def test_a_signature_of_exactly_the_limit_reads_and_one_byte_more_does_not():
     text = json.dumps(document()).encode()
     exact = text[:-1] + b" " * (SIGNATURE_LIMIT - len(text)) + b"}"
@@ -430,7 +444,7 @@ def test_weights_of_another_model_name_both_models():
     pi0 = header("state_proj.weight")
     got = check_model_weights(pi0, WEIGHTS, "pi05_libero", (), [FOUR])
     label_pi0 = "pi0 (gemma_2b + gemma_300m, 32-dim actions)"
-    assert got.status.value == "fail"
+    assert (got.status.value, got.where) == ("fail", str(WEIGHTS))
     assert got.message.en == (
         f"{WEIGHTS} holds the weights of {label_pi0}, but train config pi05_libero builds pi05 (gemma_2b + "
         "gemma_300m, 32-dim actions): 4 of the model's 4 tensors missing (first: n1, n2, n3, …); tensors the model "
@@ -466,7 +480,8 @@ def test_an_unknown_model_or_signature_passes_saying_nothing_was_compared():
         f"未比对 {WEIGHTS} 中的张量名称和形状:启动器不认识训练配置 my_config(连同其 --model 参数)所用的模型",
     )
     other = check_model_weights({}, WEIGHTS, "pi0_libero", (), [FOUR])
-    assert other.status.value == "pass"
+    assert (other.status.value, other.where) == ("pass", str(WEIGHTS))
+    assert check_model_weights({}, WEIGHTS, "pi05_libero", ("--model.no-pi05",), [FOUR]) == other
     assert other.message == Text(
         f"tensor names and shapes in {WEIGHTS} not compared: no signature of pi0 (gemma_2b + gemma_300m, 32-dim "
         "actions) ships with the launcher",
