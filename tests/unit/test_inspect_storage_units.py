@@ -676,3 +676,127 @@ def test_the_closest_names_are_at_most_three_best_first():
     assert closest("pi05_librero", names) == ["pi05_libero", "pi0_libero", "pi05_droid"]
     assert closest("zzzz", names) == []
     assert len(train_configs.RELEASED) == 31 and "pi05_libero" in train_configs.RELEASED
+
+
+# -- boundaries and hostile bytes the functions above must hold -----------------------------------------------------
+
+
+def test_a_missing_job_variable_counts_as_empty_and_odd_bytes_still_make_a_key():
+    without = {k: v for k, v in JOB.items() if k != "NODE_LIST"}
+    assert job_key(without, Path("/d")) == job_key(JOB | {"NODE_LIST": ""}, Path("/d")) is not None
+    undecodable = job_key(JOB | {"NODE_LIST": "10.0.0.1:8,\udcff"}, Path("/data/\udcfe"))
+    assert undecodable is not None and undecodable != job_key(JOB, Path("/data"))
+
+
+def test_the_wait_for_a_seal_ends_exactly_at_its_bound(tmp_path, monkeypatch):
+    ticks = iter([0.0, 0.5, 1.0])
+    monkeypatch.setattr(seal_module.time, "monotonic", lambda: next(ticks))
+    reader = Seal(SealRole.READ, tmp_path / "absent.json", KEY)
+    clock = Clock(1000.0)
+    assert trusted_verdict(reader, dataset(tmp_path), 1.0, 1000.0, clock, clock.sleep) is None
+    assert clock.sleeps == [0.25] and reader.reason == "no seal from node 0 within 1 s"
+
+
+def test_a_seal_without_an_english_message_shows_it_empty_and_zero_bytes_are_trusted(tmp_path):
+    root = dataset(tmp_path)
+    reader = written_seal(tmp_path, root, message={"zh": "完整"}, total_bytes=0)
+    got = trusted_verdict(reader, root, 0.0, 1000.0, Clock(1000.0), Clock(0).sleep)
+    assert got is not None and got[1] == 0
+    assert got[0].message.en.startswith(" (verified by node 0 0 s ago")
+    assert got[0].message.zh.startswith("完整(由 0 号节点")
+
+
+def recording_python(tmp_path: Path) -> tuple[str, Path]:
+    """A stand-in interpreter that records its arguments, its session, its stdin, then answers per mount point:
+    `/stall` never answers, `/stat-only` stops after its lookup, `/odd` prints bytes that are not ASCII."""
+    record = tmp_path / "record"
+    python = fake_python(
+        tmp_path,
+        f'printf "%s\\0" "$@" > {record}.args; cut -d" " -f6 /proc/$$/stat > {record}.sid; '
+        f"readlink /proc/$$/fd/0 > {record}.stdin\n"
+        'case "$5" in /stall) exec sleep 30 ;; /stat-only) echo stat; exit 0 ;; '
+        "/odd) printf 'stat \\377\\n'; exec sleep 30 ;; esac\n"
+        "printf 'stat \\377 list\\n'",
+    )
+    return python, record
+
+
+def test_the_probe_child_runs_isolated_in_its_own_session_reading_nothing(tmp_path):
+    python, record = recording_python(tmp_path)
+    (answer,) = probe([Mount("/ok", "nfs", "s")], 5.0, python)
+    assert answer.answered and answer.stage == "list"
+    args = record.with_suffix(".args").read_text().split("\0")
+    assert args[:3] == ["-I", "-S", "-c"] and args[4] == "/ok" and "os.scandir(p)" in args[3]
+    assert int(record.with_suffix(".sid").read_text()) != os.getsid(0)
+    assert record.with_suffix(".stdin").read_text().strip() == "/dev/null"
+
+
+def test_every_mount_is_answered_for_when_one_stalls(tmp_path):
+    python, _ = recording_python(tmp_path)
+    mounts = [Mount("/stall", "nfs", "s"), Mount("/stat-only", "nfs", "s"), Mount("/odd", "nfs", "s")]
+    answers = probe(mounts, 0.5, python)
+    assert [(a.mount.point, a.stage, a.error, a.answered) for a in answers] == [
+        ("/stall", "", None, False),
+        ("/stat-only", "stat", None, False),
+        ("/odd", "\ufffd", None, False),
+    ]
+
+
+def test_an_error_line_is_read_after_its_first_colon_and_odd_bytes_are_replaced(tmp_path):
+    body = "printf 'Some Error: [Errno 5] I/O error \\377' >&2; exit 1"
+    (answer,) = probe([Mount("/x", "nfs", "s")], 5.0, fake_python(tmp_path, body))
+    assert answer.error == "[Errno 5] I/O error \ufffd"
+
+
+def test_an_answer_is_shown_in_whole_milliseconds_and_a_slow_one_has_its_id():
+    assert Answer(CFS, 0.9, "list").finding().message.en == "nfs4 at /mnt/cfs answered in 900 ms"
+    assert Answer(CFS, 2.0, "list").finding().id == "storage.responsive"
+
+
+def test_the_root_path_touches_every_network_mount():
+    assert mounts_touched([Path("/")], [ROOT, CFS, INNER, LOCAL, OTHER]) == [CFS, INNER, OTHER]
+
+
+def test_the_read_ahead_plan_as_json(tmp_path):
+    weights = real_file(tmp_path / "w" / "model.safetensors", 10)
+    plan = plan_prefetch(weights.parent, tmp_path / "exp", None)
+    assert plan is not None and plan.to_json() == {
+        "files": [{"path": str(weights), "bytes": 10}],
+        "bytes": 10,
+        "checkpoint_step": None,
+        "memory_share": 0.5,
+    }
+    real_file(tmp_path / "exp" / "None" / "model.safetensors", 10)  # a folder named so is no checkpoint
+    assert plan_prefetch(weights.parent, tmp_path / "exp", None) == plan
+
+
+@pytest.mark.parametrize(
+    ("size_in_blocks_of_data", "read"),
+    [(2.0, True), (2.0 + 1 / 4096, True), (2.0 + 8 / 4096, False), (3.0, False)],
+    ids=["exactly-half-held", "odd-size-half-held", "just-under-half", "a-third"],
+)
+def test_a_file_is_read_ahead_when_at_least_half_of_it_is_held_on_disk(tmp_path, size_in_blocks_of_data, read):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(b"\1" * 4096)
+    held = os.stat(path).st_blocks * 512
+    with path.open("r+b") as handle:
+        handle.truncate(int(held * size_in_blocks_of_data))
+    assert os.stat(path).st_blocks * 512 == held
+    planned = plan_prefetch(tmp_path, tmp_path / "exp", None)
+    assert (planned is not None) is read
+
+
+def test_a_module_imported_twice_is_read_once(tmp_path):
+    modules = {
+        "openpi.training.config": "import openpi.training.m0\nimport openpi.training.m0\n"
+        + "".join(f"import openpi.training.m{i}\n" for i in range(1, 15))
+    }
+    modules |= {f"openpi.training.m{i}": f"TrainConfig(name='m{i}')\n" for i in range(15)}
+    assert config_names(openpi(tmp_path, modules)) == frozenset(f"m{i}" for i in range(15))
+
+
+def test_a_config_module_that_is_a_folder_is_unread_at_its_path(tmp_path):
+    config = module_path(tmp_path, "openpi.training.config")
+    config.mkdir(parents=True)
+    unread = config_names(tmp_path)
+    assert isinstance(unread, Unread) and unread.path == config
