@@ -38,6 +38,7 @@ from pathlib import Path
 
 from entrypoint.core.files import FileRefused, read_all
 from entrypoint.core.messages import language
+from entrypoint.core.numbers import whole_number
 from entrypoint.launch.attempt_files import peer_file, peer_prefix
 from entrypoint.launch.messages import say
 
@@ -214,7 +215,7 @@ def facts(
         "restart_count": restart,
         "node_rank": int(env.get("GROUP_RANK", "0")),
         "ranks": list(range(first, first + local)),
-        "store_port": int(env["MASTER_PORT"]) if "MASTER_PORT" in env else None,
+        "store_port": whole_number(env.get("MASTER_PORT"), 65535),  # None when unset or not a port
         "resume": decision,
         "resume_decided_by": decided_by.value if decided_by is not None else None,
         "started_unix": round(time.time(), 3),

@@ -390,6 +390,11 @@ def test_the_facts_of_an_attempt(monkeypatch) -> None:
     }
 
 
+@pytest.mark.parametrize(("port", "recorded"), [("", None), ("port", None), ("70000", None), ("65535", 65535)])
+def test_a_store_port_that_is_not_a_port_is_recorded_as_none(port: str, recorded: int | None) -> None:
+    assert facts({"MASTER_PORT": port}, 1, None)["store_port"] == recorded
+
+
 def test_facts_are_written_whole_and_a_storage_problem_is_ignored(tmp_path: Path) -> None:
     folder = tmp_path / "a" / "b.attempts"
     write_facts(folder, 2, {"restart_count": 2, "text": "第"})
