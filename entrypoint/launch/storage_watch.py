@@ -72,8 +72,9 @@ class StorageWatch:
     ) -> None:
         self.mounts, self.interval, self.timeout, self.give_up_after = tuple(mounts), interval, timeout, give_up_after
         self.out, self.lang, self.on_give_up = out, lang, on_give_up
-        self.stalled: Answer | None = None  # the mount not answering now, if any
+        self.stalled: Answer | None = None  # the mount not answering now (the longest-silent one), if any
         self.stalled_since: float | None = None  # time.monotonic() of its first unanswered probe
+        self._silent: dict[str, tuple[Answer, float]] = {}  # each mount not answering: its last answer, since when
         self._watcher: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -116,22 +117,28 @@ class StorageWatch:
                 return
 
     def _round(self, unanswered: list[Answer], now: float) -> bool:
-        """One round's answers; True when the job is given up."""
-        if not unanswered:
-            if self.stalled is not None and self.stalled_since is not None:
-                point, seconds = self.stalled.mount.point, now - self.stalled_since
-                line(self.out, self.lang, M("answers-again", point=point, seconds=seconds))
-            self.stalled, self.stalled_since = None, None
-            return False
-        answer = unanswered[0]
-        if self.stalled is None:
-            self.stalled, self.stalled_since = answer, now - answer.seconds
+        """One round's answers; True when the job is given up. Each mount is followed on its own (said once when it
+        stops answering, once when it answers again); the bound and the cause are the longest-silent one's."""
+        current = {answer.mount.point: answer for answer in unanswered}
+        for point, (_, since) in list(self._silent.items()):
+            if point not in current:
+                line(self.out, self.lang, M("answers-again", point=point, seconds=now - since))
+                del self._silent[point]
+        for point, answer in current.items():
+            if point in self._silent:
+                self._silent[point] = (answer, self._silent[point][1])
+                continue
+            self._silent[point] = (answer, now - answer.seconds)
             mount = answer.mount
             line(
                 self.out, self.lang, M("not-answering", point=mount.point, fs=mount.fs_type, source=mount.source or "?")
             )
-        assert self.stalled_since is not None
-        seconds = now - self.stalled_since
+        if not self._silent:
+            self.stalled, self.stalled_since = None, None
+            return False
+        answer, since = min(self._silent.values(), key=lambda silent: silent[1])
+        self.stalled, self.stalled_since = answer, since
+        seconds = now - since
         if self.give_up_after is None or seconds < self.give_up_after:
             return False
         limit = self.give_up_after

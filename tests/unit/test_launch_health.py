@@ -356,6 +356,27 @@ def test_the_job_is_given_up_once_the_storage_was_silent_for_the_bound() -> None
     )
 
 
+def test_two_mounts_are_followed_each_on_its_own_and_the_longest_silent_bounds_the_job() -> None:
+    w, out, given_up = watch(give_up_after=30.0)
+    assert w._round([Answer(CFS, 1.0, "")], 100.0) is False  # the checkpoint mount silent since 99
+    assert w._round([Answer(LOGS, 1.0, "")], 110.0) is False  # it answers again; the log mount stops at 109
+    assert (w.stalled, w.stalled_since) == (Answer(LOGS, 1.0, ""), 109.0)
+    assert w._round([Answer(LOGS, 2.0, ""), Answer(CFS, 1.0, "")], 130.0) is False  # both silent: 21 s at most
+    assert (w.stalled, w.stalled_since) == (Answer(LOGS, 2.0, ""), 109.0)
+    assert w._round([Answer(CFS, 2.0, ""), Answer(LOGS, 3.0, "")], 139.0) is True and given_up == [
+        (Answer(LOGS, 3.0, ""), 30.0)
+    ]
+    assert [text.removeprefix("vla-entrypoint: ") for text in out.getvalue().splitlines()] == [
+        NOT_ANSWERING.format(point="/mnt/cfs", fs="nfs", source="10.0.0.9:/share"),
+        "CFS at /mnt/cfs answers again after 11 s",
+        NOT_ANSWERING.format(point="/mnt/logs", fs="fuse.cfs", source="?"),
+        NOT_ANSWERING.format(point="/mnt/cfs", fs="nfs", source="10.0.0.9:/share"),
+        "CFS not answering at /mnt/logs for 30 s (limit 30 s): ending the job, since it can neither save a checkpoint "
+        "nor write its log; check the CFS instance in the TI-ONE console and submit the job again (it resumes from "
+        "the newest complete checkpoint)",
+    ]
+
+
 def test_without_a_bound_the_job_is_never_given_up() -> None:
     w, _, given_up = watch(give_up_after=None)
     assert w._round([Answer(CFS, 1.0, "")], 10.0) is False
