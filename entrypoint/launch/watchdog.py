@@ -158,19 +158,18 @@ def global_rank(pid: int) -> int | None:
 
 def main_frames(stack: str) -> tuple[str, ...]:
     """The main thread's frames in a py-spy dump, innermost first, as `function (file)` without line numbers: two
-    ranks waiting in the same place give the same tuple."""
-    frames: list[str] = []
-    in_main = False
+    ranks waiting in the same place give the same tuple. A dump that names no main thread with frames gives the
+    first thread that has frames."""
+    threads: list[tuple[str, list[str]]] = []  # each thread's header line and its frames
     for text in stack.splitlines():
         if text.startswith("Thread "):
-            if frames:
-                break
-            in_main = "MainThread" in text or not frames
-            continue
-        match = _FRAME.match(text) if in_main else None
-        if match:
-            frames.append(f"{match['function']} ({match['file']})")
-    return tuple(frames)
+            threads.append((text, []))
+        elif threads and (match := _FRAME.match(text)):
+            threads[-1][1].append(f"{match['function']} ({match['file']})")
+    with_frames = [(header, frames) for header, frames in threads if frames]
+    main = [frames for header, frames in with_frames if "MainThread" in header]
+    chosen = main[0] if main else with_frames[0][1] if with_frames else []
+    return tuple(chosen)
 
 
 def py_spy_dump(pid: int) -> str | None:
@@ -201,6 +200,7 @@ def gpu_utilisation() -> str | None:
             [tool, "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader"],
             capture_output=True,
             text=True,
+            errors="replace",  # a stray byte must not cost the stall its diagnosis
             timeout=NVIDIA_SMI_TIMEOUT_S,
             check=False,
         )

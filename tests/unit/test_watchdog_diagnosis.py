@@ -149,6 +149,17 @@ def test_an_unnamed_first_thread_counts_as_the_main_one() -> None:
     assert main_frames(dump(("Thread 4242 (active)", ("step (train.py:9)",)))) == ("step (train.py)",)
 
 
+def test_the_main_thread_is_chosen_by_its_name_wherever_it_is_listed() -> None:
+    assert main_frames(dump(PIN_MEMORY, (MAIN, COLLECTIVE))) == (
+        "all_reduce (torch/distributed/distributed_c10d.py)",
+        "train_step (train.py)",
+        "main (train.py)",
+    )
+    assert main_frames(dump(('Thread 0x7F04 (idle): "pt_elastic"', ("wait (threading.py:1)",)), (MAIN, ()))) == (
+        "wait (threading.py)",
+    )
+
+
 def test_frames_outside_any_thread_and_text_without_threads_give_nothing() -> None:
     assert main_frames("    main (train.py:3)\n    run (x.py:1)\n") == ()
     assert main_frames("") == ()
@@ -197,6 +208,11 @@ def test_gpu_utilisation_is_nvidia_smis_answer_trimmed(tools: Path) -> None:
     assert gpu_utilisation() == "0, 97 %, 70123 MiB\n1, 0 %, 2 MiB"
     fake_smi(tools, " \n")
     assert gpu_utilisation() is None
+
+
+def test_a_stray_byte_from_nvidia_smi_is_replaced(tools: Path) -> None:
+    tool(tools, "nvidia-smi", "printf '0, 97 %%, 1 MiB \\377\\n'\n")
+    assert gpu_utilisation() == "0, 97 %, 1 MiB \ufffd"
 
 
 def test_a_failing_nvidia_smi_is_quoted_in_its_own_words(tools: Path) -> None:
