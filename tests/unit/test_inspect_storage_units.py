@@ -800,3 +800,91 @@ def test_a_config_module_that_is_a_folder_is_unread_at_its_path(tmp_path):
     config.mkdir(parents=True)
     unread = config_names(tmp_path)
     assert isinstance(unread, Unread) and unread.path == config
+
+
+class StatedConfig:
+    """The two settings `check_train_config` reads, and where the user set the name."""
+
+    def __init__(self, name: str, openpi_dir: Path) -> None:
+        self.train_config, self.openpi_dir = name, str(openpi_dir)
+
+    def where(self, key: str) -> str:
+        assert key == "train_config"
+        return "VLA_TRAIN_CONFIG"
+
+
+def checked(name: str, openpi_dir: Path) -> Finding:
+    return train_configs.check_train_config(StatedConfig(name, openpi_dir))  # type: ignore[arg-type]
+
+
+def three_configs(tmp_path: Path) -> Path:
+    names = "".join(f"TrainConfig(name='{n}')\n" for n in ("pi05_libero", "pi0_libero", "debug"))
+    return openpi(tmp_path, {"openpi.training.config": names})
+
+
+def test_a_config_openpi_defines_passes_naming_the_source(tmp_path):
+    source = module_path(three_configs(tmp_path), "openpi.training.config")
+    assert checked("pi05_libero", tmp_path) == Finding(
+        "settings.train-config",
+        Status.PASS,
+        Text(
+            f"train config pi05_libero is one of the 3 configs openpi's {source} defines",
+            f"训练配置 pi05_libero 是 openpi 的 {source} 定义的 3 个配置之一",
+        ),
+        None,
+        "VLA_TRAIN_CONFIG",
+    )
+
+
+def test_a_misspelt_config_fails_with_exit_2_and_the_closest_names(tmp_path):
+    source = module_path(three_configs(tmp_path), "openpi.training.config")
+    got = checked("pi05_librero", tmp_path)
+    assert (got.id, got.status, got.where, int(got.exit_code)) == (
+        "settings.train-config",
+        Status.FAIL,
+        "VLA_TRAIN_CONFIG",
+        2,
+    )
+    assert got.message.en == (
+        f"train config 'pi05_librero' (VLA_TRAIN_CONFIG) is not one of the 3 configs openpi's {source} defines: the "
+        'trainer would stop at once with "Config not found", and the norm stats and weights are looked up under that '
+        "name"
+    )
+    assert got.hint is not None and got.hint.en == (
+        "Set VLA_TRAIN_CONFIG to a config openpi defines, e.g. pi05_libero. Closest names: pi05_libero, pi0_libero. "
+        "The norm stats and the weights' model are checked once the name is known."
+    )
+
+
+def test_a_name_close_to_nothing_gets_an_example_and_a_long_name_is_cut(tmp_path):
+    three_configs(tmp_path)
+    got = checked("z" * 100, tmp_path)
+    assert got.message.en.startswith(f"train config '{'z' * 80}…' (VLA_TRAIN_CONFIG) is not one of the 3 configs")
+    assert got.hint is not None and got.hint.en.startswith(
+        "Set VLA_TRAIN_CONFIG to a config openpi defines, e.g. debug. No config name is close to it. The norm stats"
+    )
+    assert got.hint.zh.startswith("请把 VLA_TRAIN_CONFIG 设为 openpi 定义的配置名,例如 debug。没有与之接近的配置名。")
+
+
+def test_without_openpi_a_released_name_passes_unchecked_and_another_warns(tmp_path):
+    config = module_path(tmp_path, "openpi.training.config")
+    released = checked("pi05_libero", tmp_path)
+    assert (released.status, released.where, released.hint) == (Status.PASS, "VLA_TRAIN_CONFIG", None)
+    assert released.message.en == (
+        f"train config pi05_libero is one of openpi's released configs; not checked against this machine's openpi: "
+        f"{config}: it does not exist (each node checks it in the image)"
+    )
+    near = checked("pi05_librero", tmp_path)
+    assert (near.status, near.where) == (Status.WARN, None)
+    assert near.message.en == (
+        f"train config 'pi05_librero' (VLA_TRAIN_CONFIG) could not be checked: {config}: it does not exist; it is not "
+        "one of openpi's released configs"
+    )
+    assert near.hint is not None and near.hint.en == (
+        "If it is a config of your own openpi, nothing to do (each node checks it in the image); otherwise fix "
+        "VLA_TRAIN_CONFIG. Closest names: pi05_libero, pi0_libero, pi05_aloha."
+    )
+    far = checked("zzzzzz", tmp_path)
+    assert far.hint is not None and far.hint.en.endswith(
+        "otherwise fix VLA_TRAIN_CONFIG. No config name is close to it."
+    )
