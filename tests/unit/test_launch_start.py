@@ -474,6 +474,7 @@ def torchrun(monkeypatch: pytest.MonkeyPatch) -> Torchrun:
 
 
 TRAINING_ENV = {"PATH": "/nonexistent", "KEEP": "1", "TORCHELASTIC_ERROR_FILE": "/logs/err.json"}
+NO_TORCHRUN = {"PATH": "/nonexistent"}  # a machine with torch installed has a real torchrun on its PATH
 
 
 def expected_command(folder: str, sizes: str = GPU_SIZES, nnodes: int = 2, nproc: int = 8, rank: int = 0) -> list[str]:
@@ -588,7 +589,7 @@ def test_a_cpu_preflight_reports_without_a_minimum(torchrun: Torchrun) -> None:
 
 
 def test_one_process_in_the_whole_job_skips_the_preflight(torchrun: Torchrun) -> None:
-    result = pf.run_preflight(preflight_plan(nnodes=1, nproc=1, min_busbw=5), {}, io.StringIO(), Lang.EN)
+    result = pf.run_preflight(preflight_plan(nnodes=1, nproc=1, min_busbw=5), NO_TORCHRUN, io.StringIO(), Lang.EN)
     one = Text(
         "one process in the whole job: a single GPU has no peers, so there is no bandwidth to measure",
         "整个任务只有一个进程:单卡没有对端,无需测量带宽",
@@ -657,14 +658,14 @@ def test_a_worker_node_waits_for_node_0s_preflight_port_first(
 
     monkeypatch.setattr(pf, "wait_for_master", wait)
     target = MasterWait("MASTER_ADDR", "n0", 29500, 60, 30)
-    result = pf.run_preflight(preflight_plan(rank=1, wait=target), {}, io.StringIO(), Lang.EN)
+    result = pf.run_preflight(preflight_plan(rank=1, wait=target), NO_TORCHRUN, io.StringIO(), Lang.EN)
     assert waited == [MasterWait("MASTER_ADDR", "n0", 29501, 60, 30)]
     assert result == PreflightResult(PreflightStatus.ERROR, 180.0, findings=[unreachable])
     assert torchrun.command == []
     reached = WaitResult(target, WaitStatus.REACHED, (), 1.0, 1, None, None)
     monkeypatch.setattr(pf, "wait_for_master", lambda target, out, lang: reached)
     torchrun.rows = [row(1 << 20, 500.0)]
-    result = pf.run_preflight(preflight_plan(rank=1, wait=target), {}, io.StringIO(), Lang.EN)
+    result = pf.run_preflight(preflight_plan(rank=1, wait=target), NO_TORCHRUN, io.StringIO(), Lang.EN)
     assert result.status is PreflightStatus.PASSED
     assert torchrun.command == expected_command(torchrun.kwargs["cwd"], rank=1)[:-2] + torchrun.command[-2:]
 
