@@ -870,15 +870,17 @@ def test_without_openpi_a_released_name_passes_unchecked_and_another_warns(tmp_p
     config = module_path(tmp_path, "openpi.training.config")
     released = checked("pi05_libero", tmp_path)
     assert (released.status, released.where, released.hint) == (Status.PASS, "VLA_TRAIN_CONFIG", None)
+    unread = config_names(tmp_path)
+    assert isinstance(unread, Unread)
     assert released.message.en == (
         f"train config pi05_libero is one of openpi's released configs; not checked against this machine's openpi: "
-        f"{config}: it does not exist (each node checks it in the image)"
+        f"{config}: {unread.reason.en} (each node checks it in the image)"
     )
     near = checked("pi05_librero", tmp_path)
     assert (near.status, near.where) == (Status.WARN, None)
     assert near.message.en == (
-        f"train config 'pi05_librero' (VLA_TRAIN_CONFIG) could not be checked: {config}: it does not exist; it is not "
-        "one of openpi's released configs"
+        f"train config 'pi05_librero' (VLA_TRAIN_CONFIG) could not be checked: {config}: {unread.reason.en}; it is "
+        "not one of openpi's released configs"
     )
     assert near.hint is not None and near.hint.en == (
         "If it is a config of your own openpi, nothing to do (each node checks it in the image); otherwise fix "
