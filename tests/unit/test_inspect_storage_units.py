@@ -884,7 +884,7 @@ def test_without_openpi_a_released_name_passes_unchecked_and_another_warns(tmp_p
     )
     assert near.hint is not None and near.hint.en == (
         "If it is a config of your own openpi, nothing to do (each node checks it in the image); otherwise fix "
-        "VLA_TRAIN_CONFIG. Closest names: pi05_libero, pi0_libero, pi05_aloha."
+        "VLA_TRAIN_CONFIG. Closest names: pi05_libero, pi0_libero, pi0_fast_libero."
     )
     far = checked("zzzzzz", tmp_path)
     assert far.hint is not None and far.hint.en.endswith(
