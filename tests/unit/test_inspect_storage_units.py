@@ -890,3 +890,27 @@ def test_without_openpi_a_released_name_passes_unchecked_and_another_warns(tmp_p
     assert far.hint is not None and far.hint.en.endswith(
         "otherwise fix VLA_TRAIN_CONFIG. No config name is close to it."
     )
+
+
+def test_a_path_ending_in_x_touches_only_mounts_below_it():
+    assert mounts_touched([Path("/mnt/X")], [ROOT, CFS]) == []
+
+
+def test_a_network_mount_covered_by_a_later_mount_is_probed_as_the_later_one():
+    over = Mount("/mnt/cfs", "tmpfs", "tmpfs")
+    assert mounts_touched([Path("/mnt")], [ROOT, CFS, over]) == [over]
+
+
+def test_the_probe_child_reads_nothing_of_the_launchers_stdin(tmp_path):
+    python, record = recording_python(tmp_path)
+    saved = os.dup(0)
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)  # the launcher's stdin is a pipe here: the child must not inherit it
+    try:
+        (answer,) = probe([Mount("/ok", "nfs", "s")], 5.0, python)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    assert answer.answered
+    assert record.with_suffix(".stdin").read_text().strip() == "/dev/null"
