@@ -55,8 +55,6 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_presence.py",
             "test_metrics.py",
             "test_output_streams.py",
-            "test_report.py",
-            "test_cli.py",
         ),
     ),
     "launch/other": (
