@@ -978,6 +978,14 @@ def test_cache_demand_scans_each_folder_against_one_deadline(tmp_path: Path, mon
     assert asked == [(folders[2], 1005.0), (folders[0], 1005.0), (folders[1], 1005.0)]
 
 
+def test_cache_demand_adds_up_what_each_node_folder_still_needs(tmp_path: Path) -> None:
+    folders = [tmp_path / "node0", tmp_path / "node1"]
+    folders[1].mkdir()
+    (folders[1] / "part").write_bytes(b"p" * 300)
+    demand = cache_demand({"HF_DATASETS_CACHE": str(folders[0])}, 1000, folders, node_rank=0)
+    assert demand == CacheDemand((folders[0], folders[1]), 1000 + 700)  # node0 not begun, node1 partly built
+
+
 def test_cache_demand_of_a_cache_elsewhere_is_that_one_folder(tmp_path: Path) -> None:
     folders = [tmp_path / "node0"]
     (tmp_path / "mine").mkdir()
@@ -1545,9 +1553,11 @@ def test_a_failed_lookup_is_the_systems_words(monkeypatch: pytest.MonkeyPatch, e
 def test_a_lookup_without_an_answer_in_time_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
     asked: list[tuple[Any, ...]] = []
+    daemon: list[bool] = []
 
     def getaddrinfo(*args: Any, **kwargs: Any) -> Any:
         asked.append((*args, kwargs))
+        daemon.append(threading.current_thread().daemon)
         release.wait(10)
         raise socket.gaierror(socket.EAI_AGAIN, "late")
 
@@ -1558,3 +1568,4 @@ def test_a_lookup_without_an_answer_in_time_is_none(monkeypatch: pytest.MonkeyPa
     finally:
         release.set()
     assert asked == [("gcs.local", 443, {"type": socket.SOCK_STREAM})]
+    assert daemon == [True]  # a lookup that never answers cannot keep the launcher from exiting

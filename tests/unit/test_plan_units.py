@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -35,7 +36,7 @@ from entrypoint.inspect.patch import PatchState, PatchStatus
 from entrypoint.inspect.prefetch import Prefetch
 from entrypoint.inspect.resume import ResumeAction, ResumeDecision
 from entrypoint.inspect.scope import Scope
-from entrypoint.inspect.seal import SealRole, job_key
+from entrypoint.inspect.seal import CLOCK_SKEW_S, SealRole, job_key
 from entrypoint.inspect.storage import ROOT_MOUNT, RootStorage
 from entrypoint.inspect.storage_probe import StorageNotAnswering, StorageProbe
 from entrypoint.inspect.topology import MasterWait, Topology, TopologySource
@@ -752,6 +753,11 @@ def test_nested_interpreters_are_followed_four_deep(tmp_path: Path) -> None:
     assert why(chain(tmp_path / "five", 5, "/nonexistent/sh")) is None  # past the kernel's depth: not followed
 
 
+def test_the_fourth_interpreter_must_itself_be_executable(tmp_path: Path) -> None:
+    noexec = executable(tmp_path / "noexec", b"#!/bin/sh\n", 0o644)  # a file, but it may not be executed
+    assert why(chain(tmp_path / "four", 4, str(noexec))) == interpreter(str(tmp_path / "four" / "w1"))
+
+
 # ---- names too long for the file system ----
 
 
@@ -884,6 +890,15 @@ def test_an_owned_flag_without_a_setting_points_at_the_settings_table(
     assert facts(found) == owned("--num-workers", "VLA_EXTRA_ARGS", generic)
 
 
+def test_an_owned_flag_is_found_when_its_value_holds_an_equals_sign(tree: World) -> None:
+    found = P._owned_flag_findings(settings_of(tree, VLA_EXTRA_ARGS="--checkpoint_base_dir=/data/run=2"))
+    instead = (
+        "set VLA_CHECKPOINT_BASE_DIR instead (or checkpoint_base_dir in the job file).",
+        "请改为设置 VLA_CHECKPOINT_BASE_DIR(或任务文件中的 checkpoint_base_dir)。",
+    )
+    assert [facts(f) for f in found] == [owned("--checkpoint-base-dir", "VLA_EXTRA_ARGS", instead)]
+
+
 def test_an_owned_flag_from_the_command_line_names_the_flag(tree: World) -> None:
     settings = load_settings(tree.env, {"extra_args": ["--overwrite"]})
     assert [facts(f) for f in P._owned_flag_findings(settings)] == [owned("--overwrite", "--extra-args", OVERWRITE)]
@@ -918,6 +933,12 @@ def test_flags_that_print_and_exit_0_fail(tree: World) -> None:
         no_training("--help"),
     ]
     assert P._no_training_findings(settings_of(tree, VLA_EXTRA_ARGS="--seed 1")) == []
+
+
+def test_a_flag_that_prints_and_exits_0_is_named_without_its_value(tree: World) -> None:
+    extra = "--help=a=b --tyro-write-completion=bash=out"
+    found = P._no_training_findings(settings_of(tree, VLA_EXTRA_ARGS=extra))
+    assert [facts(f) for f in found] == [no_training("--help"), no_training("--tyro-write-completion")]
 
 
 # ---- what execve accepts ----
@@ -1318,6 +1339,24 @@ def test_a_seal_from_node_0_written_after_this_node_started_is_trusted(
     assert (late.trusted, late.reason) == (False, "the seal is older than this node's start")
 
 
+def test_a_node_of_unknown_age_trusts_a_seal_written_up_to_the_clock_skew_before_now(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node0 = plan_of(world, world.tione(nodes=2, per_node=8, rank=0))
+    assert node0.seal.path is not None and node0.seal.payload is not None
+    node0.seal.path.parent.mkdir(parents=True)
+    now = time.time()
+    monkeypatch.setattr(P, "time", SimpleNamespace(time=lambda: now, strftime=time.strftime, localtime=time.localtime))
+    monkeypatch.setattr(P, "process_age_s", lambda: None)  # unknown: taken as started `now`
+    env = world.tione(nodes=2, per_node=8, rank=1)
+    reasons = []
+    for age in (CLOCK_SKEW_S, CLOCK_SKEW_S + 0.5):
+        node0.seal.path.write_text(json.dumps({**node0.seal.payload, "written_at": now - age}))
+        seal = plan_of(world, env).seal
+        reasons.append((seal.trusted, seal.reason))
+    assert reasons == [(True, None), (False, "the seal is older than this node's start")]
+
+
 def test_only_a_node_that_waits_for_the_seal_waits_and_at_most_the_shorter_bound(world: World) -> None:
     env = {**world.tione(nodes=2, per_node=8, rank=1), "VLA_MASTER_WAIT_TIMEOUT": "0"}
     assert plan_of(world, env, wait_for_seal=True).seal.reason == "no seal from node 0"  # min(15, 0): no wait
@@ -1479,7 +1518,17 @@ def test_a_datasets_cache_under_the_root_is_counted_for_every_node(world: World)
     plan = plan_of(world, world.tione(nodes=2, per_node=8, rank=1), drop=("HF_DATASETS_CACHE",))
     folder = world.assets / "cache" / "datasets" / "node1"
     (cache,) = [f for f in plan.findings if f.id == "storage.datasets-cache"]
-    assert cache.where == str(folder) and plan.env.set["HF_DATASETS_CACHE"] == str(folder)
+    assert facts(cache) == (
+        "storage.datasets-cache",
+        Status.PASS,
+        f"datasets cache in this node's folder under the assets root: {folder} (a new container reuses it; it takes "
+        "about the dataset's 0.0 GB once built)",
+        f"datasets 缓存位于资源根目录下本节点的目录:{folder}(新容器可直接复用;建成后约占数据集大小 0.0 GB)",
+        None,
+        str(folder),
+        ExitCode.PREFLIGHT_FAILED,
+    )
+    assert plan.env.set["HF_DATASETS_CACHE"] == str(folder)
     (space,) = [f for f in plan.findings if f.id == "storage.checkpoint-space"]
     assert space.message.en == (
         "1000.0 GB free for 3 save(s) of about 22.4 GB, together with the datasets caches of all 2 node ranks "
