@@ -215,13 +215,16 @@ class Supervisor:
         self.mask = StreamMask()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        """Forward a stop to torchrun; one that comes while torchrun is being started is kept and forwarded as soon
+        as it runs (`run`)."""
+        if self.proc is not None and self.proc.poll() is not None:
             return
         if self.signalled is None:
             self.signalled = signum
             self.kill_deadline = time.monotonic() + self.grace
             say(self.out, self.lang, "signal-received", signal=signal.Signals(signum).name, grace=self.grace)
-        self.proc.send_signal(signum)
+        if self.proc is not None:
+            self.proc.send_signal(signum)
 
     def _relay(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -252,6 +255,8 @@ class Supervisor:
                 )
             except OSError as error:  # not executable, a bad #! line, a vanished cwd, an argv too long
                 raise StartFailed(self.command[0], error) from None
+            if self.signalled is not None:  # the platform asked to stop while torchrun was being started
+                self.proc.send_signal(self.signalled)
             self.tree = ProcessTree(self.proc.pid)
             reader = threading.Thread(target=self._relay, name="relay", daemon=True)
             reader.start()

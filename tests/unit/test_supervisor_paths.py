@@ -326,6 +326,15 @@ def test_a_signal_is_forwarded_and_the_exit_code_says_which(tmp_path: Path, sig:
     assert console.getvalue() == expected + f"torchrun got {name}\n"
 
 
+def test_a_signal_while_torchrun_is_being_started_is_forwarded_once_it_runs(tmp_path: Path) -> None:
+    supervisor, console = launcher(tmp_path, "sleep 30 & wait $!", grace=12)
+    supervisor._on_signal(signal.SIGTERM, None)  # before Popen returned: no torchrun to forward it to yet
+    assert supervisor.run() == 128 + signal.SIGTERM
+    assert console.getvalue().startswith(
+        said("received SIGTERM; forwarding to torchrun, killing everything left after 12s")
+    )
+
+
 def test_a_second_signal_is_forwarded_without_a_second_announcement_and_leftovers_go_unsaid(tmp_path: Path) -> None:
     script = (
         "trap 'echo \"torchrun got TERM\"' TERM\ntrap 'echo \"torchrun got INT\"; exit 5' INT\n"
@@ -700,13 +709,14 @@ def test_a_signal_is_forwarded_every_time_but_announced_and_timed_once(
 ) -> None:
     b = bench(tmp_path, monkeypatch)
     child = b.supervisor.proc
-    b.supervisor.proc = None
-    b.supervisor._on_signal(signal.SIGTERM, None)  # torchrun not started yet
     ended = Child()
     ended.code = 0
     b.supervisor.proc = ended  # type: ignore[assignment]
     b.supervisor._on_signal(signal.SIGTERM, None)  # torchrun already ended
     assert (b.out.getvalue(), b.supervisor.signalled, ended.signals) == ("", None, [])
+    b.supervisor.proc = None
+    b.supervisor._on_signal(signal.SIGTERM, None)  # torchrun not started yet: kept, `run` forwards it
+    assert (b.supervisor.signalled, b.supervisor.kill_deadline) == (signal.SIGTERM, 1030.0)
     b.supervisor.proc = child
     b.supervisor._on_signal(signal.SIGTERM, None)
     b.clock.now += 5
