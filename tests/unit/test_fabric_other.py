@@ -1,6 +1,7 @@
 """Rule 7 piece by piece, on hand-built inventories: why an interface cannot carry bootstrap traffic, which route
 reaches MASTER_ADDR, each reason and fallback the plan gives (both languages, whole), the platform's socket
-variables kept and checked, the locked-memory limit raised and shown as JSON."""
+variables kept and checked, the locked-memory limit raised and shown as JSON; and what the inventory reads from a
+fake machine's files (interfaces, RDMA ports and GIDs, routes, GPUDirect, memlock, NCCL config, plugin, search dirs)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,32 @@ import pytest
 
 from entrypoint.core.findings import Finding, Status
 from entrypoint.core.messages import Text
-from entrypoint.fabric.draft import Decision, Draft
-from entrypoint.fabric.inventory import ENVIRONMENT, Gdr, Interface, Inventory, Memlock, Preset, Route
+from entrypoint.fabric.draft import Decision, Draft, NcclList
+from entrypoint.fabric.inventory import (
+    DEFAULT_LIB_DIRS,
+    ENVIRONMENT,
+    Gdr,
+    Gid,
+    Interface,
+    Inventory,
+    Memlock,
+    PortState,
+    Preset,
+    RdmaPort,
+    Route,
+    find_net_plugin,
+    nccl_search_dirs,
+    read_gdr,
+    read_interfaces,
+    read_memlock,
+    read_ports,
+    read_presets,
+    read_routes,
+)
 from entrypoint.fabric.memlock import MemlockChange, raise_memlock
 from entrypoint.fabric.nccl_debug import debug_env
 from entrypoint.fabric.sockets import bootstrap, check_socket_presets, default_route, socket_decisions
+from tests.support.fakehosts import ZERO_GID, FakeHost, ipv4_gid
 
 UP, RUNNING = 0x1, 0x40
 
@@ -435,3 +457,153 @@ def test_a_decision_reads_as_json_with_its_reason_in_both_languages():
 
 def test_a_log_folder_ending_in_x_keeps_its_name():
     assert debug_env("/logs/X/", {})["NCCL_DEBUG_FILE"] == "/logs/X/nccl.%h.%p.log"
+
+
+def test_an_empty_entry_of_an_nccl_list_is_skipped_not_the_end():
+    assert NcclList.parse("mlx5_0,,:1,mlx5_1") == NcclList((("mlx5_0", None), ("mlx5_1", None)), False, False)
+
+
+# -- what the inventory reads from the machine ---------------------------------------------------------------------
+
+
+def test_interfaces_read_with_their_flags_state_and_master(tmp_path):
+    fake = FakeHost(tmp_path).file("/sys/class/net/eth0/flags", "0X1003").file("/sys/class/net/eth0/operstate", "up")
+    fake.file("/sys/class/net/eth1/operstate", "up")  # no flags file
+    fake.bond("bond0", ["eth2"]).netif("veth0").link("/sys/class/net/veth0/master", "../br9")  # br9 lists nothing
+    assert read_interfaces(fake.host()) == {
+        "bond0": Interface("bond0", 0x1403, "up", None),
+        "eth0": Interface("eth0", 0x1003, "up", None),
+        "eth1": Interface("eth1", None, "up", None),
+        "eth2": Interface("eth2", 0x1803, "up", "bond0"),
+        "veth0": Interface("veth0", 0x1003, "up", "?"),
+    }
+
+
+def test_ports_keep_their_populated_gids_and_the_bonds_over_their_netdevs(tmp_path):
+    fake = FakeHost(tmp_path).bond("bond1", ["ens1f0"]).netif("ens2f0").link("/sys/class/net/ens2f0/master", "../br0")
+    gid = ipv4_gid("10.1.0.5")
+    fake.rdma("mlx5_0", gids={2: (gid, "RoCE v2", "ens1f0"), 3: (ZERO_GID, "RoCE v2", "ens1f0")}, slaves=["ens1f0"])
+    base = "/sys/class/infiniband/mlx5_0/ports"
+    fake.file(f"{base}/1/gids/0", b"\xff\xfe").file(f"{base}/1/gids/1", "not-a-gid").file(f"{base}/1/gids/x", gid)
+    fake.file(f"{base}/-1/state", "4: ACTIVE")  # not a port number, listed before port 1
+    fake.rdma("mlx5_1", slaves=["ens2f0"])
+    host = fake.host()
+    assert read_ports(host, read_interfaces(host)) == (
+        RdmaPort(
+            "mlx5_0",
+            1,
+            PortState.ACTIVE,
+            "Ethernet",
+            200.0,
+            (Gid(2, ipaddress.IPv6Address(gid), "RoCE v2", "ens1f0"),),
+            ("bond1", "ens1f0"),
+            True,
+        ),
+        RdmaPort("mlx5_1", 1, PortState.ACTIVE, "Ethernet", 200.0, (), ("ens2f0",), True),
+    )
+
+
+def test_routes_pad_short_hex_fields_and_skip_only_the_bad_lines(tmp_path):
+    lines = [
+        "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT",
+        "short\t00000000\t0",
+        "eth9\tZZZZ0000\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0",
+        "eth0\t100A\t0\t0001\t0\t0\t7\tFFFF",  # eight fields, hex without its leading zeros
+        "eth1\t0000A8C0\t00000000\t00C1\t0\t0\t0\t0000FFFF\t0\t0\t0",  # RTF_UP with hex letters
+    ]
+    fake = FakeHost(tmp_path).file("/proc/net/route", "\n".join(lines))
+    assert read_routes(fake.host()) == (route("eth0", "10.16.0.0/16", 7), route("eth1", "192.168.0.0/16"))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "expected"),
+    [("5.12.0-1-generic", (Gdr.DMABUF_POSSIBLE, "/proc/driver/nvidia/version")), ("5.11.22", (Gdr.NONE, None))],
+)
+def test_dmabuf_is_possible_from_kernel_5_12(tmp_path, kernel, expected):
+    assert read_gdr(FakeHost(tmp_path).nvidia_driver(open_module=True, kernel=kernel).host()) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "cap"),
+    [(None, None), ("CapEff:", None), ("CapEff:\t4000:0", None), ("CapEff:\t0000000000004000", True)],
+    ids=["no-status", "empty", "two-colons", "ipc-lock"],
+)
+def test_memlock_reads_unknown_unless_the_files_say(tmp_path, status, cap):
+    fake = FakeHost(tmp_path)
+    if status is not None:
+        fake.file("/proc/self/status", f"Name:\tpython3\n{status}\n")
+    assert read_memlock(fake.host()) == Memlock(None, None, cap)
+
+
+def test_an_nccl_conf_value_keeps_its_equals_signs_and_comments_are_skipped(tmp_path):
+    fake = FakeHost(tmp_path).nccl_conf("#NCCL_IB_TC=106\n  # NCCL_IB_SL=3\nNCCL_IB_HCA==mlx5_0:1\n")
+    assert read_presets(fake.host()) == {"NCCL_IB_HCA": Preset("=mlx5_0:1", "/etc/nccl.conf")}
+
+
+TCCL = "/opt/tencent/tccl/lib/libnccl-net.so"
+
+
+@pytest.mark.parametrize(
+    ("plugin", "files", "expected"),
+    [
+        ("none", [TCCL], (None, None)),
+        ("NONE", [TCCL], (None, None)),
+        ("", [TCCL], (None, TCCL)),
+        (
+            "/opt/plugins/libnccl-net-ofi.so",
+            ["/opt/plugins/libnccl-net-ofi.so"],
+            ("/opt/plugins/libnccl-net-ofi.so", None),
+        ),
+        ("/opt/plugins/libnccl-net-ofi.so", [TCCL], (None, None)),
+    ],
+    ids=["none", "NONE", "unset", "path", "missing-path"],
+)
+def test_the_net_plugin_nccl_net_plugin_names(tmp_path, plugin, files, expected):
+    fake = FakeHost(tmp_path, {"NCCL_NET_PLUGIN": plugin})
+    for path in files:
+        fake.file(path, "")
+    assert find_net_plugin(fake.host()) == expected
+
+
+def test_nccl_is_searched_in_each_python_then_the_library_path(tmp_path):
+    env = {
+        "VLA_OPENPI_DIR": "/srv/openpi-X/",
+        "VIRTUAL_ENV": "/venvs/train",
+        "CONDA_PREFIX": "/conda/envs/vla",
+        "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:relative/lib:/opt/nccl/lib",
+    }
+    fake = FakeHost(tmp_path, env)
+    for folder in (
+        "/srv/openpi-X/.venv/lib/python3.11",
+        "/venvs/train/lib/python3.11",
+        "/conda/envs/vla/lib/python2.7",
+        "/conda/envs/vla/lib/python3.10",
+        "/usr/local/lib/python3.12",
+        "/usr/lib/python3.10",
+        "/opt/conda/lib/python3.11",
+    ):
+        fake.mkdir(folder)
+    fake.file("/etc/ld.so.conf.d/cuda.conf", "# CUDA\n/usr/local/cuda/lib64\n")
+    fake.file("/etc/ld.so.conf.d/tccl.conf", "/opt/tencent/tccl/lib\n").file("/etc/ld.so.conf.d/README", "/nope\n")
+    pythons = [
+        "/srv/openpi-X/.venv/lib/python3.11",
+        "/venvs/train/lib/python3.11",
+        "/conda/envs/vla/lib/python3.10",
+        "/usr/local/lib/python3.12",
+        "/usr/lib/python3.10",
+        "/opt/conda/lib/python3.11",
+    ]
+    assert nccl_search_dirs(fake.host()) == [
+        *(f"{python}/{packages}" for python in pythons for packages in ("site-packages", "dist-packages")),
+        "/usr/lib/python3/dist-packages",
+        "/usr/local/nvidia/lib64",
+        "/opt/nccl/lib",
+        "/usr/local/cuda/lib64",
+        "/opt/tencent/tccl/lib",
+        *DEFAULT_LIB_DIRS,
+    ]
+
+
+def test_without_variables_only_the_system_pythons_are_searched(tmp_path):
+    fake = FakeHost(tmp_path).mkdir("/.venv/lib/python3.11")  # no VLA_OPENPI_DIR: no openpi venv to look in
+    assert nccl_search_dirs(fake.host()) == ["/usr/lib/python3/dist-packages", *DEFAULT_LIB_DIRS]

@@ -6,6 +6,7 @@ record's file; the process tree read from /proc; and the stall exchange between 
 from __future__ import annotations
 
 import json
+import locale
 import os
 import pickle
 import signal
@@ -183,6 +184,23 @@ def test_redecide_finds_a_relative_folder_and_a_finished_experiment(tmp_path: Pa
     assert redecide(trainer) == ([*trainer[:-2], "--no-resume", "--no-overwrite"], expected, False)
 
 
+def test_redecide_reads_the_config_and_save_interval_it_is_given(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RANK", "0")
+    exp = tmp_path / "pi0_aloha" / "exp"
+    make_checkpoint(exp, 99)  # 100 steps, a save every 40: openpi's last save is step 99
+    trainer = ["pi0_aloha", "--exp-name", "exp", "--num-train-steps", "100", "--save-interval", "40"]
+    trainer += ["--checkpoint-base-dir", str(tmp_path), "--resume", "--no-overwrite"]
+    expected = {
+        "action": "finished",
+        "step": 99,
+        "experiment_dir": str(exp),
+        "complete_steps": [99],
+        "leftovers": [],
+        "set_aside": [],
+    }
+    assert redecide(trainer) == ([*trainer[:-2], "--no-resume", "--no-overwrite"], expected, False)
+
+
 @pytest.mark.parametrize("drop", ["--exp-name", "--num-train-steps", "--save-interval", "--checkpoint-base-dir", "*"])
 def test_redecide_refuses_arguments_without_the_launchers_flags(tmp_path: Path, drop: str) -> None:
     trainer = planned(tmp_path)
@@ -221,6 +239,20 @@ def test_the_decision_file_is_node_0s_own_or_its_newest_peer(tmp_path: Path) -> 
     assert decision_file(node0, 2, 0) == node0 / "2.json"
     record_decision(node0, 2, {"action": "fresh"})
     assert decision_file(own, 2, 1) == node0 / "2.json"
+
+
+def test_a_worker_takes_node_0s_decision_not_a_newer_file_of_another_node(tmp_path: Path) -> None:
+    node0, node1 = node_folder(tmp_path, 0), node_folder(tmp_path, 1)
+    own = tmp_path / "exp-node2-20261203-120004.attempts"
+    own.mkdir()
+    (own / "0.json").write_text("{}")
+    record_decision(node0, 2, {"action": "fresh"})
+    record_decision(node1, 2, {"action": "resume", "step": 25})  # node 1's own facts, after it decided alone
+    now = time.time()
+    for path, written in ((own / "0.json", now - 20), (node0 / "2.json", now - 10), (node1 / "2.json", now)):
+        os.utime(path, (written, written))
+    assert decision_file(own, 2, 2) == node0 / "2.json"
+    assert read_decision(own, 2, 2) == {"action": "fresh"}
 
 
 @pytest.mark.parametrize(
@@ -390,7 +422,9 @@ def test_the_facts_of_an_attempt(monkeypatch) -> None:
     }
 
 
-@pytest.mark.parametrize(("port", "recorded"), [("", None), ("port", None), ("70000", None), ("65535", 65535)])
+@pytest.mark.parametrize(
+    ("port", "recorded"), [("", None), ("port", None), ("70000", None), ("65536", None), ("65535", 65535)]
+)
 def test_a_store_port_that_is_not_a_port_is_recorded_as_none(port: str, recorded: int | None) -> None:
     assert facts({"MASTER_PORT": port}, 1, None)["store_port"] == recorded
 
@@ -507,6 +541,23 @@ def test_only_local_rank_0_writes_the_facts(tmp_path: Path, monkeypatch) -> None
     assert seen["exec"] == (sys.executable, [sys.executable, "-u", "t.py"]) and not (tmp_path / "f").exists()
 
 
+def test_a_restarted_worker_of_node_0_trains_as_global_rank_0_decided(tmp_path: Path, monkeypatch, capsys) -> None:
+    base = tmp_path / "ckpt"
+    make_checkpoint(base / "pi05_libero" / "exp", 25)  # the folder says resume; rank 0 said fresh
+    node0 = node_folder(tmp_path / "logs", 0)
+    record_decision(node0, 2, {"action": "fresh", "step": None})
+    real = attempt_module.shared_decision
+    monkeypatch.setattr(  # no two-minute wait where no decision is found
+        attempt_module, "shared_decision", lambda folder, restart, node, wait_s: real(folder, restart, node, 0)
+    )
+    env = {"TORCHELASTIC_RESTART_COUNT": "2", "RANK": "1", "LOCAL_RANK": "1", "GROUP_RANK": "0", "MASTER_PORT": "29500"}
+    with shim(env, monkeypatch) as seen:
+        assert main(["--facts", str(node0), "t.py", *planned(base, "--resume")]) == 0
+    assert seen["exec"] == (sys.executable, [sys.executable, "-u", "t.py", *resumed(base, "--no-resume")])
+    assert seen["env"] == env | {"MASTER_PORT": "29503", "TORCHELASTIC_USE_AGENT_STORE": "False"}
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize(
     "steps, problem",
     [
@@ -611,6 +662,30 @@ def test_read_bounded_gives_none_when_reading_fails(tmp_path: Path, monkeypatch)
     assert got is None
 
 
+def test_read_bounded_refuses_a_file_that_grows_while_read_and_reads_no_further(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "rank_0"
+    path.write_bytes(b"a" * (1 << 20))
+    real_fstat, real_read = os.fstat, os.read
+    read: list[int] = []
+
+    def fstat(fd: int) -> os.stat_result:
+        info = real_fstat(fd)
+        with path.open("ab") as grows:  # torch writes on just after the file was measured
+            grows.write(b"b" * (1 << 20))
+        return info
+
+    def reading(fd: int, size: int) -> bytes:
+        chunk = real_read(fd, size)
+        read.append(len(chunk))
+        return chunk
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fr.os, "fstat", fstat)
+        patched.setattr(fr.os, "read", reading)
+        got = read_bounded(path, 1 << 20)
+    assert got is None and sum(read) == (1 << 20) + 1
+
+
 def dump(path: Path, entries: object) -> Path:
     path.write_bytes(pickle.dumps({"version": "2.10", "entries": entries}))
     return path
@@ -644,6 +719,19 @@ def test_a_dump_gives_the_last_collectives_of_the_default_group(tmp_path: Path) 
     }
     assert read_dump(dump(tmp_path / "rank_4", [collective(2, None)]), 4) == RankTrace(4, 2, "None", None, None)
     assert read_dump(dump(tmp_path / "rank_5", []), 5) == RankTrace(5, None, None, None, None)
+
+
+def test_a_dump_reads_past_other_entries_wherever_they_stand(tmp_path: Path) -> None:
+    entries = [
+        "not an entry",
+        collective(7, "nccl:p2p", "completed") | {"is_p2p": True},
+        collective(8, "nccl:other_group", "completed", group=("1", "pg")),
+        collective("9", "nccl:text_seq", "completed"),
+        collective(2, "nccl:all_reduce", "completed"),
+        collective(3, "nccl:broadcast"),
+    ]
+    trace = read_dump(dump(tmp_path / "rank_1", entries), 1)
+    assert trace == RankTrace(1, 3, "nccl:broadcast", 2, "nccl:all_reduce")
 
 
 @pytest.mark.parametrize(
@@ -716,6 +804,18 @@ def test_the_training_python_is_torchruns_interpreter_else_python3_on_path(tmp_p
     assert training_python(str(tmp_path / "missing"), {"PATH": str(tmp_path / "venv")}) is None
 
 
+def test_a_torchrun_over_a_mebibyte_is_not_read_for_its_interpreter(tmp_path: Path) -> None:
+    python = executable(tmp_path / "venv" / "bin" / "python3", "#!/bin/sh\n")
+    on_path = executable(tmp_path / "path" / "python3", "#!/bin/sh\n")
+    env = {"PATH": str(tmp_path / "path")}
+    torchrun = tmp_path / "torchrun"
+    head = f"#!{python}\n".encode()
+    torchrun.write_bytes(head.ljust(1 << 20, b"#"))
+    assert training_python(str(torchrun), env) == str(python)
+    torchrun.write_bytes(head.ljust((1 << 20) + 1, b"#"))
+    assert training_python(str(torchrun), env) == str(on_path)
+
+
 def test_the_analyser_runs_on_the_folder_with_the_trainers_environment(tmp_path: Path) -> None:
     fake = executable(tmp_path / "python", '#!/bin/sh\necho "args: $*"\necho "mark: $MARK" >&2\n')
     run = analyse(tmp_path / "all", str(fake), {"MARK": "m1"})
@@ -749,6 +849,25 @@ def test_an_analyser_that_cannot_start_or_hangs(tmp_path: Path) -> None:
     hang = executable(tmp_path / "python", "#!/bin/sh\nsleep 300 &\nwait\n")  # a child too: the whole session is killed
     run = analyse(tmp_path, str(hang), {}, timeout=0.3)
     assert (run.status, run.exit_code) == (AnalyserStatus.TIMED_OUT, None)
+
+
+@pytest.mark.parametrize("error", [ProcessLookupError, PermissionError])
+def test_an_analyser_out_of_time_that_cannot_be_signalled_keeps_its_output(
+    tmp_path: Path, monkeypatch, error: type[OSError]
+) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    python = executable(tmp_path / "python", f"#!/bin/sh\necho started\nread line < {gate}\n")
+
+    def killpg(pid: int, sig: int) -> None:  # the analyser ends by itself (gone, or not ours to signal)
+        with open(gate, "wb"):  # opens once the script waits on the gate, after its output
+            pass
+        raise error
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fr.os, "killpg", killpg)
+        run = analyse(tmp_path, str(python), {}, timeout=0.05)
+    assert run == AnalyserRun(AnalyserStatus.TIMED_OUT, None, ("started",))
 
 
 def test_collect_links_each_dump_as_the_analyser_wants_it(tmp_path: Path) -> None:
@@ -812,6 +931,40 @@ def test_a_record_without_a_path_writes_nothing(tmp_path: Path, monkeypatch) -> 
     monkeypatch.chdir(tmp_path)
     StartupRecord(None).write()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_record_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for path in (tmp_path / "file" / "exp.json", tmp_path / "missing" / "exp.json"):
+        record = StartupRecord(path)
+        record.write()  # no exception: the job's own outcome is what the user sees
+    assert os.listdir(tmp_path) == ["file"] and (tmp_path / "file").read_text() == "x"
+
+
+@contextmanager
+def ascii_locale() -> Iterator[None]:
+    """The C locale, whose ASCII is what a text file opened without an encoding gets (except in Python's UTF-8
+    mode, where nothing changes)."""
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+
+
+def test_the_record_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    record = StartupRecord(tmp_path / "exp.json", started_at=0.0, data={"why": "磁盘已满"})
+    with ascii_locale():
+        record.write()
+    assert json.loads(small_text(tmp_path / "exp.json")) == {
+        "version": __version__,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_at": "1970-01-01T00:00:00Z",
+        "phases_s": {},
+        "why": "磁盘已满",
+    }
 
 
 def test_a_taken_record_name_moves_to_one_of_this_process(tmp_path: Path) -> None:
@@ -919,12 +1072,13 @@ def test_alive_skips_reused_pids_zombies_and_the_gone() -> None:
         zombie.wait(timeout=10)
 
 
-def test_kill_goes_on_past_processes_it_may_not_or_cannot_signal(monkeypatch) -> None:
+@pytest.mark.parametrize("group_error", [ProcessLookupError, PermissionError])
+def test_kill_goes_on_past_processes_it_may_not_or_cannot_signal(monkeypatch, group_error: type[OSError]) -> None:
     calls: list[tuple[str, int, int]] = []
 
     def killpg(pid: int, sig: int) -> None:
         calls.append(("killpg", pid, sig))
-        raise ProcessLookupError
+        raise group_error
 
     def kill(pid: int, sig: int) -> None:
         calls.append(("kill", pid, sig))
@@ -998,6 +1152,7 @@ def test_a_node_shares_its_report_with_the_dumps_it_asked_for(tmp_path: Path, mo
 
 def test_a_node_without_dump_pipes_or_log_folder_shares_what_it_has(tmp_path: Path, monkeypatch) -> None:
     waits = recorder(monkeypatch, "wait_for_dumps")
+    asks = recorder(monkeypatch, "request_dumps")
     (tmp_path / "rank_2").write_bytes(b"dump")
     env = {"TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/rank_"}
     shared = Exchange(1, 2, tmp_path, "exp", None, env).share(diagnosis({20: 2}), None, None, None)
@@ -1011,6 +1166,7 @@ def test_a_node_without_dump_pipes_or_log_folder_shares_what_it_has(tmp_path: Pa
         os.close(reader)
     assert (other.asked, other.dumped, other.written, other.report.fr_dumps) == ([2], [], True, None)
     assert waits == [] and sorted(os.listdir(tmp_path)) == ["n.stall.json", "pipe_2.pipe", "rank_2"]
+    assert [(a["args"][0], list(a["args"][1])) for a in asks] == [(f"{tmp_path}/pipe_", [2])]  # no pipe: none asked
 
 
 def trace_dump(path: Path, entered: int, mtime: float) -> None:
