@@ -10,6 +10,7 @@ record (`prefetch`, with its child stood in for); each node's beat, the lost-nod
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import itertools
@@ -371,6 +372,22 @@ def test_two_mounts_are_followed_each_on_its_own_and_the_longest_silent_bounds_t
         "CFS at /mnt/cfs answers again after 11 s",
         NOT_ANSWERING.format(point="/mnt/logs", fs="fuse.cfs", source="?"),
         NOT_ANSWERING.format(point="/mnt/cfs", fs="nfs", source="10.0.0.9:/share"),
+        "CFS not answering at /mnt/logs for 30 s (limit 30 s): ending the job, since it can neither save a checkpoint "
+        "nor write its log; check the CFS instance in the TI-ONE console and submit the job again (it resumes from "
+        "the newest complete checkpoint)",
+    ]
+
+
+def test_a_mount_that_stops_answering_while_another_already_is_is_said_at_once_and_bounds_the_job() -> None:
+    w, out, given_up = watch(give_up_after=30.0)
+    assert w._round([Answer(CFS, 1.0, "")], 100.0) is False  # the checkpoint mount silent since 99
+    assert w._round([Answer(CFS, 6.0, ""), Answer(LOGS, 20.0, "")], 105.0) is False  # the log mount since 85
+    assert (w.stalled, w.stalled_since) == (Answer(LOGS, 20.0, ""), 85.0)  # the longest silent, listed second
+    assert w._round([Answer(CFS, 15.0, ""), Answer(LOGS, 30.0, "")], 115.0) is True  # 30 s of the log mount's
+    assert given_up == [(Answer(LOGS, 30.0, ""), 30.0)]
+    assert [text.removeprefix(LEAD) for text in out.getvalue().splitlines()] == [
+        NOT_ANSWERING.format(point="/mnt/cfs", fs="nfs", source="10.0.0.9:/share"),
+        NOT_ANSWERING.format(point="/mnt/logs", fs="fuse.cfs", source="?"),
         "CFS not answering at /mnt/logs for 30 s (limit 30 s): ending the job, since it can neither save a checkpoint "
         "nor write its log; check the CFS instance in the TI-ONE console and submit the job again (it resumes from "
         "the newest complete checkpoint)",
@@ -781,6 +798,39 @@ def test_a_read_stuck_on_the_storage_is_left_behind(tmp_path: Path, child: type[
         storage.set()
 
 
+class Joins:
+    """A thread stood in for: notes each `join` bound, and returns at once (as a join that timed out)."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+
+    def join(self, timeout: float | None = None) -> None:
+        self.timeouts.append(timeout)
+
+
+def test_stopping_waits_a_second_at_most_for_the_follower_of_a_read_stuck_on_the_storage(
+    tmp_path: Path, child: type[Child]
+) -> None:
+    storage = threading.Event()
+
+    def stuck() -> Iterator[str]:
+        storage.wait(30)  # a read in the kernel: killing the child does not end it
+        yield from ()
+
+    child.script = staticmethod(stuck)
+    reader = prefetch.Reader(node_host(tmp_path), io.StringIO(), Lang.EN)
+    reader.start(three_files(tmp_path))
+    follower, joins = reader._thread, Joins()
+    reader._thread = cast(threading.Thread, joins)
+    try:
+        reader.stop()  # the follower's last lines reach the record if they come within a second; no longer waited
+        assert joins.timeouts == [1]
+    finally:
+        storage.set()
+    assert follower is not None
+    follower.join(30)
+
+
 def test_a_reader_that_cannot_be_killed_or_that_finished_keeps_its_outcome(tmp_path: Path, child: type[Child]) -> None:
     child.refuse_kill = True
     reader = prefetch.Reader(node_host(tmp_path), io.StringIO(), Lang.EN)
@@ -914,6 +964,7 @@ def test_read_ahead_reads_each_file_up_to_its_planned_size_and_names_what_it_can
         (3000, [3000], True),  # the budget spent on the first file: the second is not opened
         (4000, [3000, 1000], True),
         (5000, [3000, 2000], False),  # exactly enough
+        (3001, [3000, 1], True),  # one byte left: the second file's first byte read
         (3140, [40, 3000, 100], False),  # a short file uses only what it read; a missing one nothing
     ],
 )
@@ -931,6 +982,26 @@ def test_read_ahead_stays_inside_its_budget_and_says_when_it_was_capped(
     prefetch.read_ahead(files, budget, reports.append)
     assert [r["bytes"] for r in reports if "seconds" in r] == read
     assert reports[-1] == {"done": True, "capped": capped}
+
+
+@pytest.mark.parametrize("hint", ["refused", "missing"])
+def test_read_ahead_reads_on_where_the_kernel_refuses_the_sequential_hint_or_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hint: str
+) -> None:
+    path = tmp_path / "w"
+    path.write_bytes(b"w" * 64)
+
+    def refuse(fd: int, offset: int, length: int, advice: int) -> None:
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    if hint == "refused":
+        monkeypatch.setattr(os, "posix_fadvise", refuse)
+    else:
+        monkeypatch.delattr(os, "posix_fadvise")  # a system without it
+    monkeypatch.setattr(prefetch, "time", Steady())
+    reports: list[dict[str, object]] = []
+    prefetch.read_ahead([(str(path), 64)], None, reports.append)
+    assert reports == [{"path": str(path), "bytes": 64, "seconds": 0.123}, {"done": True, "capped": False}]
 
 
 def test_the_reader_child_reads_its_spec_nicely_and_prints_one_json_line_per_file(
@@ -1118,6 +1189,24 @@ def test_a_node_beats_by_renaming_its_one_file_and_ends_cleanly_with_done(runs: 
     assert p.to_json() == {"folder": str(runs), "token": "tok0", "lost_after_s": 30.0}
 
 
+def test_an_earlier_beat_of_this_node_that_cannot_be_removed_is_left_and_the_node_starts(runs: Path) -> None:
+    runs.mkdir(parents=True)
+    (runs / "node0.old.3.9").mkdir()  # not a file: removing it fails
+    (runs / "node0.old.done").touch()
+    started(node(runs, 0, Clock()))
+    assert names(runs) == ["node0.old.3.9", "node0.tok0.0.0"]
+
+
+def test_an_end_waits_two_beats_at_most_for_a_beat_stuck_on_the_storage(runs: Path) -> None:
+    runs.mkdir(parents=True)
+    p = node(runs, 0, Clock())
+    beating = Joins()
+    p._thread = cast(threading.Thread, beating)
+    p.finish(clean=False)
+    p.finish(clean=True)
+    assert beating.timeouts == [4.0, 4.0] and names(runs) == ["node0.tok0.done"]
+
+
 def test_a_node_beats_every_two_seconds_from_a_thread_that_never_holds_up_the_exit(runs: Path) -> None:
     p = node(runs, 0, Clock())
     p.start()
@@ -1271,6 +1360,37 @@ def test_the_first_end_is_written_whole_and_stands(runs: Path) -> None:
     assert "同一异常" in (runs / "end.json").read_text(encoding="utf-8")
     other = JobEnd(1, "training-crashed", Text("crash", "崩溃"), 1, "host-b")
     assert q.announce(other) == parse_end(END.to_json())
+
+
+REPO = Path(__file__).parents[2]
+
+
+def in_ascii_locale(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -c CODE ARGS` in the C locale (set once started) without UTF-8 mode: a text file opened without an
+    encoding is ASCII there."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    env.update(PYTHONUTF8="0", PYTHONPATH=str(REPO))
+    command = [sys.executable, "-c", f"import locale\nlocale.setlocale(locale.LC_CTYPE, 'C')\n{code}", *args]
+    return subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+
+
+ANNOUNCE = """
+import json, sys
+from pathlib import Path
+from entrypoint.launch.presence import Presence, parse_end
+end = parse_end(json.loads(sys.argv[2]))
+Presence(Path(sys.argv[1]), 1, 2, ["host-a", "host-b"], 60.0, token="tok1").announce(end)
+"""
+
+
+def test_the_end_record_is_utf8_whatever_the_locale(runs: Path) -> None:
+    runs.mkdir(parents=True)
+    done = in_ascii_locale(ANNOUNCE, str(runs), json.dumps(END.to_json()))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert names(runs) == ["end.json"]
+    end = parse_end(END.to_json())
+    assert end is not None
+    assert (runs / "end.json").read_bytes() == json.dumps(end.to_json(), ensure_ascii=False).encode("utf-8")
 
 
 def test_an_end_that_cannot_be_written_is_still_this_nodes_end(runs: Path) -> None:

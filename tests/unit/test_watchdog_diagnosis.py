@@ -8,6 +8,9 @@ own (`watchdog.PROC`); the process tree is a fixed list."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -384,6 +387,37 @@ def test_write_stacks_puts_every_stack_under_its_pid(tmp_path: Path) -> None:
     diagnosis = Diagnosis(DiagnosisMethod.PY_SPY, [], {"101": "a (训练.py)\n", "102": "b"}, [], [], None)
     write_stacks(diagnosis, path)
     assert path.read_bytes() == "==== pid 101 ====\na (训练.py)\n\n==== pid 102 ====\nb\n".encode()
+
+
+REPO = Path(__file__).parents[2]
+WRITE_STACKS = """
+import json, sys
+from pathlib import Path
+from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod, write_stacks
+stacks = json.loads(sys.argv[2])
+write_stacks(Diagnosis(DiagnosisMethod.PY_SPY, [], stacks, [], [], None), Path(sys.argv[1]))
+"""
+
+
+def test_the_stacks_file_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """Written by a launcher in the C locale (set once started) without UTF-8 mode, where a text file opened without
+    an encoding is ASCII: a Chinese path and the mark py-spy's undecodable bytes became are kept."""
+    path = tmp_path / "node0.stacks.txt"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    env.update(PYTHONUTF8="0", PYTHONPATH=str(REPO))
+    code = f"import locale\nlocale.setlocale(locale.LC_CTYPE, 'C')\n{WRITE_STACKS}"
+    stacks = json.dumps({"101": "a (训练.py)\n", "102": "b \ufffd"})
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path), stacks],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert path.read_bytes() == "==== pid 101 ====\na (训练.py)\n\n==== pid 102 ====\nb \ufffd\n".encode()
 
 
 # -- the watchdog's firing rules at their edges -----------------------------------------------------------------------
