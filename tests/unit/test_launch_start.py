@@ -33,7 +33,7 @@ from entrypoint.core.errors import ExitCode
 from entrypoint.core.findings import Finding, failed, passed, warned
 from entrypoint.core.host import Host
 from entrypoint.core.messages import Lang, Text
-from entrypoint.core.report import problem_block
+from entrypoint.core.report import health_summary, problem_block
 from entrypoint.core.settings import Device, HealthMode, PreflightMode, StallAction
 from entrypoint.fabric.inventory import Transport
 from entrypoint.fabric.memlock import MemlockChange
@@ -434,6 +434,7 @@ class Torchrun:
         self, rows: list[Row] | None = None, output: str = "", code: int = 0, hang: bool = False, nccl: bool = True
     ) -> None:
         self.rows, self.output, self.code, self.hang, self.nccl = rows, output, code, hang, nccl
+        self.nccl_line = NCCL_LINE
         self.command: list[str] = []
         self.kwargs: dict[str, Any] = {}
         self.timeouts: list[float | None] = []
@@ -446,7 +447,7 @@ class Torchrun:
         folder = Path(kwargs["cwd"])
         assert folder.name.startswith("vla-preflight-") and folder.is_dir()
         if self.nccl:
-            (folder / "nccl.nodeA.41.log").write_text(NCCL_LINE)
+            (folder / "nccl.nodeA.41.log").write_text(self.nccl_line)
         if self.rows is not None:
             Path(command[command.index("--out") + 1]).write_text(json.dumps({"results": self.rows}))
         return self
@@ -780,9 +781,11 @@ class FakeTorch:
     def ones(self, count: int, dtype: object = None, device: object = None) -> types.SimpleNamespace:
         self.calls.append(("ones", (count, dtype, device)))
         self.repetition = 0
-        return types.SimpleNamespace(numel=lambda: count)
+        self.tensor = types.SimpleNamespace(numel=lambda: count)
+        return self.tensor
 
     def all_reduce(self, tensor: object) -> None:
+        assert tensor is self.tensor, "the all-reduce is of the tensor just made"
         self.calls.append(("all_reduce", None))
         self.clock.now += 0.001 * self.repetition
 
@@ -1323,6 +1326,7 @@ class Reader:
     outcomes: ClassVar[list[str]] = []
 
     def __init__(self, host: Host, out: object, lang: Lang) -> None:
+        self.args = (host, out, lang)
         self.calls: list[tuple[str, object]] = []
         Reader.made.append(self)
 
@@ -1341,7 +1345,7 @@ def launches(monkeypatch: pytest.MonkeyPatch, report_calls: list) -> list[tuple[
     def launch(
         plan: Plan, out: object, record: object, lang: Lang, reader: Reader, presence: object
     ) -> tuple[int, bool]:
-        calls.append((plan, record, lang, reader, presence))
+        calls.append((plan, record, lang, reader, presence, out))
         return 0, True
 
     monkeypatch.setattr(launch_run, "_launch", launch)
@@ -1358,8 +1362,12 @@ def test_the_job_starts_with_the_health_summary_and_the_plan_in_the_record(
     assert launch_run._run_job(plan, out, record, Lang.EN, None) == (0, True)  # type: ignore[arg-type]
     heading = "node 0 of 1, 8 process(es) per node, 8 in all, topology from single"
     assert text.getvalue().splitlines()[0].endswith(f" health check: {heading} ==")
+    summary = io.StringIO()
+    health_summary(plan.findings, heading, Lang.EN, summary)
+    assert plan.findings and text.getvalue() == summary.getvalue()  # in English only, as asked
     assert record.data == {"log": None, "plan": plan.to_json()}
-    assert launches == [(plan, record, Lang.EN, Reader.made[0], None)]
+    assert launches == [(plan, record, Lang.EN, Reader.made[0], None, out)]
+    assert Reader.made[0].args[1:] == (out, Lang.EN) and Reader.made[0].args[0].env == plan.inherited
     assert Reader.made[0].calls == [("close", None)]
     logged = launch_run.Tee(io.StringIO())
     logged._file = io.BytesIO()  # type: ignore[assignment]
@@ -1505,13 +1513,26 @@ class Launcher:
         monkeypatch.setattr(launch_run, "_watch_storage", self.watch_storage)
         monkeypatch.setattr(launch_run, "_report", lambda *args: self.reports.append(args) or args[4])
         monkeypatch.setattr(launch_run, "_conclude", lambda *args: self.concluded.append(args) or 99)
-        monkeypatch.setattr(flight_recorder, "prepare", lambda env: self.fr_problem)
-        monkeypatch.setattr(flight_recorder, "locations", lambda env: ("/fr/trace_", None))
-        monkeypatch.setattr(flight_recorder, "training_python", lambda torchrun, env: f"python-of:{torchrun}")
+        self.fr_envs: list[tuple[str, object]] = []
+        monkeypatch.setattr(
+            flight_recorder, "prepare", lambda env: self.fr_envs.append(("prepare", env)) or self.fr_problem
+        )
+        monkeypatch.setattr(
+            flight_recorder, "locations", lambda env: self.fr_envs.append(("locations", env)) or ("/fr/trace_", None)
+        )
+        monkeypatch.setattr(
+            flight_recorder,
+            "training_python",
+            lambda torchrun, env: self.fr_envs.append(("training_python", env)) or f"python-of:{torchrun}",
+        )
 
     def activate_taco(self, taco: object, env: dict[str, str], out: object, lang: Lang) -> Any:
         self.taco_seen = (taco, env, lang)
-        return types.SimpleNamespace(finding=self.taco_finding, env=self.taco_env, to_json=lambda: {"taco": "seen"})
+        self.taco_out = out
+        self.taco = types.SimpleNamespace(
+            finding=self.taco_finding, env=self.taco_env, to_json=lambda: {"taco": "seen"}
+        )
+        return self.taco
 
     def watch_storage(self, plan: Plan, supervisor: Any, record: object, out: object, lang: Lang) -> Any:
         launcher = self
@@ -1523,12 +1544,18 @@ class Launcher:
                 return Text("CFS not answering at /mnt/cfs for 31 s", "CFS 无响应") if self.stalled else None
 
         watch = Watch(plan, supervisor)
+        watch.given = (record, out, lang)
         self.made.setdefault("watch", []).append(watch)
         return watch
 
-    def launch(self, plan: Plan, presence: object = None) -> tuple[tuple[int, bool], str, StartupRecord, Reader]:
+    def launch(
+        self, plan: Plan, presence: object = None, record: StartupRecord | None = None, logged: bool = False
+    ) -> tuple[tuple[int, bool], str, StartupRecord, Reader]:
         out, text = console()
-        record = StartupRecord(self.world.root / "record.json")
+        if logged:
+            out._file = io.BytesIO()  # type: ignore[assignment]
+        self.out = out
+        record = record or StartupRecord(self.world.root / "record.json")
         reader = Reader(Host(), out, Lang.EN)
         result = launch_run._launch(plan, out, record, Lang.EN, reader, presence)  # type: ignore[arg-type]
         return result, text.getvalue(), record, reader
@@ -1757,11 +1784,14 @@ def test_folders_that_cannot_be_made_are_said_and_training_still_starts(launcher
     launcher.fr_problem = PermissionError(errno.EACCES, "Permission denied")
     (code, _), text, record, _ = launcher.launch(plan)
     assert code == 0
-    assert text.splitlines()[:2] == [
+    assert text.splitlines() == [
         f"{LEAD}cannot create {nccl_dir} (File exists): NCCL's debug lines will be missing",
         f"{LEAD}cannot create the flight-recorder folder for /fr/trace_ (Permission denied): a stall's collective "
         "traces will be missing; check that the log folder is writable",
+        f"{LEAD}start command: cd {world.openpi} && {' '.join(plan.launch.command)}",
     ]
+    env = launcher.taco_env
+    assert launcher.fr_envs == [("prepare", env), ("locations", env), ("training_python", env)]
     plan.launch = dataclasses.replace(plan.launch, nccl_debug={})
     launcher.fr_problem = None
     (code, _), text, record, _ = launcher.launch(plan)
@@ -1959,12 +1989,15 @@ def finish(world: World, plan: Plan, code: int, supervisor: Ended, **kw: Any) ->
     record = StartupRecord(world.root / f"record-{len(list(world.root.glob('record-*')))}.json")
     progress = kw.pop("progress", None) or Progress(saving=SaveWatch(25, 50))
     tail = kw.pop("tail", None) or OutputTail()
+    record.t0 = kw.pop("t0", record.t0)
     outcome = types.SimpleNamespace(to_json=lambda: {"verdict": "off"}, message=Text("TACO: off", "TACO:关"))
-    taco = types.SimpleNamespace(to_json=lambda: {"status": "off"}, outcome=lambda summary, rank: outcome)
+    asked: list[tuple[object, int]] = kw.pop("taco_asked", [])
+    taco = types.SimpleNamespace(
+        to_json=lambda: {"status": "off"}, outcome=lambda summary, rank: asked.append((summary, rank)) or outcome
+    )
     metrics = Made()
-    got = launch_run._report(
-        plan, out, record, Lang.EN, code, supervisor, progress, tail, taco, SummaryReader(), metrics
-    )  # type: ignore[arg-type]
+    reader = kw.pop("taco_reader", None) or SummaryReader()
+    got = launch_run._report(plan, out, record, Lang.EN, code, supervisor, progress, tail, taco, reader, metrics)  # type: ignore[arg-type]
     return got, text.getvalue(), record, metrics
 
 
@@ -2081,3 +2114,500 @@ def test_a_transport_proof_line_names_status_id_and_message() -> None:
     out = io.StringIO()
     launch_run._proof_line(out, Lang.EN, warned("fabric.proof-socket", Text("sockets", "套接字"), Text("f", "f")))  # type: ignore[arg-type]
     assert out.getvalue() == f"{LEAD}WARN fabric.proof-socket: sockets\n"
+
+
+# ---- what the mutation run found unpinned ----
+
+
+def test_the_wait_records_its_time_to_the_millisecond() -> None:
+    result = WaitResult(TARGET, WaitStatus.UNREACHABLE, ADDR, 1.23456, 3, "refused", None)
+    assert result.to_json() == {
+        **TARGET.to_json(),
+        "status": "unreachable",
+        "addresses": ["10.0.0.1", "10.0.0.2"],
+        "waited_s": 1.235,
+        "attempts": 3,
+        "error": "refused",
+    }
+
+
+def test_a_master_reached_late_is_said_in_the_language_asked(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
+    master(monkeypatch, clock, [(ADDR, None)], [REFUSED, None])
+    out = io.StringIO()
+    assert rw.wait_for_master(TARGET, out, Lang.EN).status is WaitStatus.REACHED
+    assert out.getvalue().splitlines() == [
+        f"{LEAD}waiting for node 0 at node0:23456 (10.0.0.1, 10.0.0.2) to accept connections (0 s of 10 s): "
+        "Connection refused",
+        f"{LEAD}node 0 at node0:23456 accepts connections after 0 s",
+    ]
+
+
+def test_a_worker_waits_for_node_0s_preflight_port_on_its_own_console(
+    torchrun: Torchrun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[object, object]] = []
+    unreachable = failed("topology.master-unreachable", Text("no", "否"), Text("fix", "修"), "n0:29501")
+
+    def wait(target: MasterWait, out: object, lang: object) -> WaitResult:
+        seen.append((out, lang))
+        return WaitResult(target, WaitStatus.UNREACHABLE, (), 1.0, 1, "refused", unreachable)
+
+    monkeypatch.setattr(pf, "wait_for_master", wait)
+    out = io.StringIO()
+    target = MasterWait("MASTER_ADDR", "n0", 29500, 60, 30)
+    pf.run_preflight(preflight_plan(rank=1, wait=target), NO_TORCHRUN, out, Lang.ZH)
+    assert seen == [(out, Lang.ZH)]
+
+
+def test_a_preflight_over_sockets_on_an_ib_plan_warns(torchrun: Torchrun) -> None:
+    torchrun.rows = [row(512 << 20, 200.0)]
+    torchrun.nccl_line = "node-c:926:1151 [7] NCCL INFO Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3\n"
+    result = pf.run_preflight(preflight_plan(transport=Transport.IB), dict(TRAINING_ENV), io.StringIO(), Lang.EN)
+    proof = parse_lines([torchrun.nccl_line])
+    assert proof.socket_nodes == ("node-c",)
+    (socket_warning,) = proof_findings(proof, Transport.IB)
+    assert socket_warning.id == "fabric.proof-socket"
+    assert result.findings[0] == socket_warning and result.transport == proof.to_json()
+
+
+def test_a_preflight_below_the_minimum_keeps_its_rows_and_proof(torchrun: Torchrun) -> None:
+    torchrun.rows = [row(1 << 20, 10.0), row(512 << 20, 179.9)]
+    result = pf.run_preflight(preflight_plan(), dict(TRAINING_ENV), io.StringIO(), Lang.EN)
+    assert (result.status, result.results, result.transport) == (PreflightStatus.BELOW, torchrun.rows, NCCL_PROOF)
+    assert pf._last_line("first\nsecond\nthird\n") == "third"
+    table = pf.table(PreflightResult(PreflightStatus.PASSED, 180.0, [row(1 << 20, 1.0)]), Lang.EN)
+    assert table.splitlines()[2:] == ["minimum for the largest size: 180.0 GB/s"]
+
+
+def test_the_worker_describes_its_options(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(sys, "argv", ["preflight_worker", "--help"])
+    with pytest.raises(SystemExit):
+        pfw.main()
+    sizes = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("--sizes")]
+    assert sizes == ["--sizes SIZES      comma-separated message sizes in bytes"]
+
+
+def test_the_worker_on_gpus_without_a_local_rank_is_rank_0(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    torch = run_worker(monkeypatch, out, "--sizes", "10", "--repeats", "1")
+    assert torch.calls[:2] == [("set_device", 0), ("init", "nccl")]
+    assert json.loads(out.read_text())["results"] == [{"bytes": 8, "busbw_gbps": [0.0], "median_gbps": 0.0}]
+
+
+def test_one_process_measures_the_algorithm_bandwidth_in_gb_per_s(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = tmp_path / "result.json"
+    run_worker(monkeypatch, out, "--sizes", "400000000", "--repeats", "1", world=1, gpus=False)
+    assert json.loads(out.read_text())["results"] == [{"bytes": 400000000, "busbw_gbps": [400.0], "median_gbps": 400.0}]
+    # 4 TB in 1 ms: 4,000,000 GB/s, where a gigabyte that is one byte off would show 3,999,999.996
+    run_worker(monkeypatch, out, "--sizes", "4000000000000", "--repeats", "1", "--iters", "1", world=1, gpus=False)
+    assert json.loads(out.read_text())["results"] == [
+        {"bytes": 4000000000000, "busbw_gbps": [4000000.0], "median_gbps": 4000000.0}
+    ]
+
+
+def test_run_plans_for_its_host_and_flags_and_makes_the_log_folder(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(world)
+    log = world.root / "deep" / "er" / "node.log"
+    plan.launch = dataclasses.replace(plan.launch, files=NodeFiles("s", log))
+    host, flags = Host(env={"VLA_LANG": "en"}), {"dry_run": True}
+    built: list[tuple[object, ...]] = []
+    monkeypatch.setattr(launch_run, "build_plan", lambda h, f, wait_for_seal: built.append((h, f)) or plan)
+    closed: list[float] = []
+    close_file = launch_run.Tee.close_file
+    monkeypatch.setattr(
+        launch_run.Tee, "close_file", lambda tee, wait_s: closed.append(wait_s) or close_file(tee, wait_s)
+    )
+    seen: list[tuple[object, ...]] = []
+    monkeypatch.setattr(
+        launch_run,
+        "_run",
+        lambda plan, out, record, lang: seen.append((out.file is not None, list(record.phases))) or 0,
+    )
+    assert launch_run.run(host, flags, io.StringIO()) == 0
+    assert built == [(host, flags)] and seen == [(True, ["plan"])]
+    assert log.parent.is_dir() and closed == [plan.settings.storage_timeout] and closed[0] is not None
+
+
+def test_storage_silent_before_the_plan_is_said_in_the_language_asked(
+    monkeypatch: pytest.MonkeyPatch, local_tmp: Path
+) -> None:
+    stalled = StorageNotAnswering(SILENT, 15)
+
+    def build(host: Host, flags: object, wait_for_seal: bool) -> Plan:
+        raise stalled
+
+    monkeypatch.setattr(launch_run, "build_plan", build)
+    text = io.StringIO()
+    assert launch_run.run(Host(env={"VLA_LANG": "en", "RANK": "4"}), {}, text) == 3
+    (path,) = (local_tmp / "vla-entrypoint").glob("node4-*.json")
+    assert text.getvalue() == (
+        f"{problem_block(stalled)}\n{LEAD}the start-up record is on this node's own disk instead: {path} (the log "
+        "folder's storage is not answering)\n"
+    )
+
+
+def test_a_local_record_is_written_under_the_name_it_chose(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    machine_tmp = tmp_path / "not" / "yet"  # the temp folder itself may be missing
+    monkeypatch.setattr(tempfile, "tempdir", str(machine_tmp))
+    record = StartupRecord(None, started_at=1_700_000_000.0)
+    launch_run._record_locally(record, "7", 124, "CFS gone", SILENT, io.StringIO(), Lang.EN)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(1_700_000_000.0))
+    path = machine_tmp / "vla-entrypoint" / f"node7-{stamp}-{os.getpid()}.json"
+    assert record.path == path and read_json(path)["outcome"]["exit_code"] == 124
+    path.write_text("{}")  # the same name, taken: it is this process's own, so it is written over
+    record = StartupRecord(None, started_at=1_700_000_000.0)
+    out = io.StringIO()
+    launch_run._record_locally(record, "7", 3, "CFS gone", SILENT, out, Lang.EN)
+    assert record.path == path and read_json(path)["outcome"]["exit_code"] == 3
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert out.getvalue() == (
+        f"{LEAD}the start-up record is on this node's own disk instead: {path} (the log folder's storage is not "
+        "answering)\n"
+    )
+
+
+def test_giving_up_on_storage_says_where_the_record_went_and_survives_a_broken_stdout(
+    world: World, monkeypatch: pytest.MonkeyPatch, local_tmp: Path
+) -> None:
+    plan = make_plan(world, **world.tione(nodes=2, per_node=8, rank=1))
+    supervisor = types.SimpleNamespace(tree=None, storage_cause=None)
+    exits: list[int] = []
+
+    class Exited(Exception):
+        pass
+
+    def exit_now(code: int) -> None:
+        exits.append(code)
+        raise Exited
+
+    class BrokenStdout:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def flush(self) -> None:
+            raise self.error
+
+    monkeypatch.setattr(os, "_exit", exit_now)
+    for error in (OSError(errno.EIO, "Input/output error"), ValueError("I/O operation on closed file")):
+        out = io.StringIO()
+        record = StartupRecord(None, started_at=1_700_000_000.0)
+        watch = launch_run._watch_storage(plan, supervisor, record, out, Lang.EN)  # type: ignore[arg-type]
+        with monkeypatch.context() as broken, pytest.raises(Exited):
+            broken.setattr(sys, "stdout", BrokenStdout(error))
+            watch.on_give_up(SILENT, 31.0)
+        (path,) = (local_tmp / "vla-entrypoint").glob("node1-*.json")  # one second, one process: one name
+        assert out.getvalue() == (
+            f"{LEAD}the start-up record is on this node's own disk instead: {path} (the log folder's storage is "
+            "not answering)\n"
+        )
+    assert exits == [124, 124]
+
+
+def test_the_seal_makes_its_folders_and_goes_into_an_existing_one(tmp_path: Path) -> None:
+    deep = tmp_path / "a" / "b" / "seal.json"
+    assert launch_run.write_seal(Seal(SealRole.WRITE, deep, payload={"a": 1}))
+    assert read_json(deep)["a"] == 1
+    again = tmp_path / "a" / "b" / "other.json"  # its folder is there already
+    assert launch_run.write_seal(Seal(SealRole.WRITE, again, payload={"b": 2}))
+    assert read_json(again)["b"] == 2
+
+
+def test_an_early_clean_end_on_another_node_leaves_the_report_to_node_0(
+    world: World, report_calls: list[tuple[object, ...]]
+) -> None:
+    plan = make_plan(world)
+    plan.topology = dataclasses.replace(plan.topology, node_rank=1)
+    out = io.StringIO()
+    assert launch_run._ended_early(plan, out, Lang.EN, StartupRecord(None), 0, OutcomeClass.ALREADY_FINISHED) == 0
+    assert report_calls == [] and out.getvalue() == ""
+
+
+def test_run_hands_its_plan_console_and_language_on(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, out = make_plan(world), io.StringIO()
+    asked: list[tuple[object, ...]] = []
+    jobs: list[tuple[object, ...]] = []
+
+    def run_job(p: Plan, o: object, r: StartupRecord, lang: Lang, presence: object) -> tuple[int, bool]:
+        jobs.append((p, o, lang, presence))
+        return 0, True
+
+    monkeypatch.setattr(launch_run, "_run_job", run_job)
+    monkeypatch.setattr(launch_run, "_presence", lambda p, o: asked.append((p, o)) or None)
+    assert launch_run._run(plan, out, StartupRecord(None), Lang.ZH) == 0  # type: ignore[arg-type]
+    peers = Peers()
+    monkeypatch.setattr(launch_run, "_presence", lambda p, o: asked.append((p, o)) or peers)
+    assert launch_run._run(plan, out, StartupRecord(None), Lang.ZH) == 0  # type: ignore[arg-type]
+    assert asked == [(plan, out), (plan, out)]
+    assert jobs == [(plan, out, Lang.ZH, None), (plan, out, Lang.ZH, peers)]
+
+
+def test_each_early_end_of_the_job_is_said_in_english_only(
+    world: World, launches: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from entrypoint.launch import health_gate
+
+    report = f"{LEAD}report written"
+    plan = make_plan(world)
+    plan.findings.append(failed("x.y", Text("bad", "坏"), Text("fix", "修")))
+    out, text = console()
+    launch_run._run_job(plan, out, StartupRecord(None), Lang.EN, None)  # type: ignore[arg-type]
+    assert text.getvalue().splitlines()[-1] == report
+    plan = make_plan(world)
+    plan.seal = Seal(SealRole.WRITE, tmp_path / "seal.json", payload={"a": 1})
+    out, text = console()
+    launch_run._run_job(plan, out, StartupRecord(None), Lang.EN, None)  # type: ignore[arg-type]
+    assert text.getvalue().splitlines()[-1] == f"{LEAD}dataset verdict sealed for the other nodes: {plan.seal.path}"
+    plan = make_plan(world)
+    plan.resume = dataclasses.replace(plan.resume, action=ResumeAction.FINISHED, step=50)
+    out, text = console()
+    launch_run._run_job(plan, out, StartupRecord(None), Lang.EN, None)  # type: ignore[arg-type]
+    assert text.getvalue().splitlines()[-2] == report
+    plan = make_plan(world)
+    plan.health = HealthGate(HealthMode.WARN, True, False, 8, Text("on", "开"))
+    outs: list[object] = []
+
+    def start_gate(plan: Plan, host: Host, out: object, lang: Lang, since: float) -> types.SimpleNamespace:
+        outs.append(out)
+        return types.SimpleNamespace(failed=True, to_json=lambda: {"gate": "ran"})
+
+    monkeypatch.setattr(health_gate, "start_gate", start_gate)
+    out, text = console()
+    launch_run._run_job(plan, out, StartupRecord(None), Lang.EN, None)  # type: ignore[arg-type]
+    assert outs == [out] and text.getvalue().splitlines()[-1] == report
+    plan.health = HealthGate(HealthMode.WARN, False, False, 0, Text("no GPU here: skipped", "无 GPU:跳过"))
+    out, text = console()
+    launch_run._run_job(plan, out, StartupRecord(None), Lang.EN, None)  # type: ignore[arg-type]
+    assert text.getvalue().splitlines()[-1] == f"{LEAD}no GPU here: skipped"
+
+
+def test_the_launch_gets_this_nodes_presence(world: World, launches: list) -> None:
+    plan, peers = make_plan(world), Peers()
+    out, _ = console()
+    launch_run._run_job(plan, out, StartupRecord(None), Lang.EN, peers)  # type: ignore[arg-type]
+    assert launches[-1][4:] == (peers, out)
+
+
+def test_the_launch_hands_its_console_record_and_settings_to_every_part(launcher: Launcher, world: World) -> None:
+    plan = make_plan(world)
+    plan.patch = PatchState(PatchStatus.PRESENT, None, Path("/openpi/patch.sh"))
+    plan.settings = dataclasses.replace(plan.settings, stall_timeout=45)
+    record = StartupRecord(world.root / "record.json")
+    record.since_start = lambda: 1.234567  # type: ignore[method-assign]
+    (code, tell), text, _, _ = launcher.launch(plan, record=record, logged=True)
+    out = launcher.out
+    assert (code, tell) == (0, True)
+    assert text.splitlines() == [
+        f"{LEAD}transformers_replace already present",
+        f"{LEAD}start command: cd {world.openpi} && {' '.join(plan.launch.command)}",
+    ]
+    assert launcher.taco_out is out and record.data["launch_after_s"] == 1.2346
+    assert launcher.fr_envs == [("prepare", launcher.taco_env), ("training_python", launcher.taco_env)]
+    (supervisor,) = launcher.made["Supervisor"]
+    progress = supervisor.args[4][0]
+    assert isinstance(progress, Progress) and progress.saving == SaveWatch(25, 50)
+    assert (plan.settings.save_interval, plan.settings.num_train_steps) == (25, 50)
+    assert supervisor.args[3] is out and launcher.made["Watchdog"][0].args[:3] == (45, 1800, progress)
+    assert launcher.made["Exchange"][0].args[4] == plan.launch.files.log
+    assert launcher.made["watch"][0].given == (record, out, Lang.EN)
+    (report,) = launcher.reports
+    assert report[1] is out and report[8] is launcher.taco
+    metrics = launcher.made["Metrics"][0]
+    metrics.kwargs["say"](Text("GPU 3 is hot", "GPU 3 过热"))
+    assert out.console.getvalue() == text + f"{LEAD}GPU 3 is hot\n"  # type: ignore[union-attr]
+    launcher.made["Attempts"][0].attempts.extend(
+        [types.SimpleNamespace(number=0, cause=None), types.SimpleNamespace(number=1, cause=StallAction.FAIL)]
+    )
+    assert metrics.kwargs["attempts"]() == [(0, None), (1, "fail")]
+
+
+def test_the_nccl_folder_is_made_with_its_parents_or_found(launcher: Launcher, world: World) -> None:
+    plan = make_plan(world)
+    plan.launch = dataclasses.replace(plan.launch, files=NodeFiles("s", world.root / "a" / "b" / "node.log"))
+    nccl_dir = plan.launch.files.nccl_dir
+    assert nccl_dir is not None and plan.launch.nccl_debug
+    start = f"{LEAD}start command: cd {world.openpi} && {' '.join(plan.launch.command)}"
+    for _ in range(2):  # made, then already there
+        (code, _), text, _, _ = launcher.launch(plan)
+        assert code == 0 and nccl_dir.is_dir() and text.splitlines() == [start]
+
+
+def test_restarts_prefetch_what_restart_prefetch_names(
+    launcher: Launcher, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(world)
+    plan.launch = dataclasses.replace(plan.launch, prefetch=types.SimpleNamespace(to_json=lambda: {}))  # type: ignore[arg-type]
+    monkeypatch.setattr(launch_run, "restart_prefetch", lambda settings: ("prefetch-after-restart", settings))
+
+    class Following(Reader):
+        def follow_restarts(self, count: Callable[[], int], again: Callable[[], object]) -> None:
+            self.calls.append(("follow", again()))
+
+    out, _ = console()
+    reader = Following(Host(), out, Lang.EN)
+    launch_run._launch(plan, out, StartupRecord(None), Lang.EN, reader, None)  # type: ignore[arg-type]
+    assert reader.calls[0] == ("follow", ("prefetch-after-restart", plan.settings))
+
+
+def summary_of(finding: Finding, heading: str) -> str:
+    """The health summary of one finding as `run` prints it in English."""
+    text = io.StringIO()
+    health_summary([finding], heading, Lang.EN, text)
+    return text.getvalue()
+
+
+def test_each_end_before_training_is_said_in_english_only(
+    launcher: Launcher, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = f"{LEAD}report written\n"
+    plan = make_plan(world)
+    launcher.taco_finding = failed("taco.install", Text("no wheel", "无"), Text("fix", "修"))
+    (code, tell), text, _, _ = launcher.launch(plan)
+    assert (code, tell) == (3, True) and text == summary_of(launcher.taco_finding, "TACO acceleration") + report
+    launcher.taco_finding = None
+    plan.launch = dataclasses.replace(plan.launch, preflight=PreflightMode.FAIL)
+    below = warned("preflight", Text("below", "低"), Text("fix", "修"))
+    outs: list[object] = []
+    result = PreflightResult(PreflightStatus.BELOW, 180.0, [], None, [below])
+    monkeypatch.setattr(pf, "run_preflight", lambda plan, env, out, lang: outs.append(out) or result)
+    (code, tell), text, _, _ = launcher.launch(plan)
+    assert (code, tell) == (3, True) and outs == [launcher.out]
+    assert text == summary_of(below, "bandwidth preflight") + report
+    plan.launch = dataclasses.replace(plan.launch, preflight=PreflightMode.OFF)
+    launcher.code = StartFailed("/bin/torchrun", PermissionError(errno.EACCES, "Permission denied"))
+    (code, tell), text, _, _ = launcher.launch(plan)
+    what = launch_run.RUN("start-failed", program="/bin/torchrun", error=Text("Permission denied", "权限不足"))
+    cannot = failed("trainer.torchrun", what, launch_run.RUN("start-failed-fix"))
+    start = f"{LEAD}start command: cd {world.openpi} && {' '.join(plan.launch.command)}\n"
+    assert (code, tell) == (3, True) and text == start + summary_of(cannot, "starting torchrun") + report
+
+
+def test_a_worker_whose_wait_fails_or_ends_says_so_in_english_only(
+    launcher: Launcher, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(world, **world.tione(nodes=2, per_node=8, rank=1))
+    target = plan.launch.wait_for_master
+    assert target is not None
+    outs: list[object] = []
+    answer: list[WaitResult] = []
+    monkeypatch.setattr(launch_run, "wait_for_master", lambda target, out, lang, ended: outs.append(out) or answer[0])
+    unreachable = failed("topology.master-unreachable", Text("node 0 silent", "无"), Text("fix", "修"), "x")
+    answer.append(WaitResult(target, WaitStatus.UNREACHABLE, (), 3.0, 2, "refused", unreachable))
+    (code, tell), text, _, _ = launcher.launch(plan)
+    heading = "node 1 waiting for node 0 (MASTER_ADDR=10.0.0.1, port 23456)"
+    assert (code, tell) == (3, True) and outs == [launcher.out]
+    assert text == summary_of(unreachable, heading) + f"{LEAD}report written\n"
+    answer[0] = WaitResult(target, WaitStatus.JOB_ENDED, (), 1.0, 1, None, None)
+    end = JobEnd(3, "preflight-failed", Text("node 0 failed", "0 号失败"), 0, "h0")
+    (code, tell), text, _, _ = launcher.launch(plan, Peers(end=end))
+    assert (code, tell) == (3, False)
+    assert text == (
+        f"{LEAD}JOB ENDED by node 0 (h0) while this node waited for node 0: node 0 failed — nothing started here; "
+        "this node exits with the same exit code 3\n"
+    )
+
+
+def test_storage_silent_during_training_on_a_worker_is_said_and_recorded_as_its_own(
+    launcher: Launcher, world: World, local_tmp: Path
+) -> None:
+    plan = make_plan(world, **world.tione(nodes=2, per_node=8, rank=1), VLA_MASTER_WAIT_TIMEOUT="0")
+    launcher.stalled, launcher.code = SILENT, 124
+    (code, tell), text, record, _ = launcher.launch(plan)
+    assert (code, tell) == (124, False)
+    (path,) = (local_tmp / "vla-entrypoint").glob("node1-*.json")
+    assert record.path == path and read_json(path)["outcome"]["exit_code"] == 124
+    assert text.splitlines() == [
+        f"{LEAD}start command: cd {world.openpi} && {' '.join(plan.launch.command)}",
+        f"{LEAD}CFS not answering at /mnt/cfs for 31 s",
+        f"{LEAD}the start-up record is on this node's own disk instead: {path} (the log folder's storage is not "
+        "answering)",
+    ]
+
+
+def test_a_failed_torchrun_settles_the_end_with_what_training_left(launcher: Launcher, world: World) -> None:
+    plan, peers = make_plan(world), Peers()
+    launcher.code = 1
+    launcher.launch(plan, peers)
+    (supervisor,) = launcher.made["Supervisor"]
+    assert launcher.concluded == [(plan, peers, supervisor, supervisor.args[4][1], 1)]
+
+
+def test_the_cause_comes_from_torchruns_error_file_first(world: World, report_calls: list) -> None:
+    plan = make_plan(world)
+    error_file = plan.launch.error_file
+    assert error_file is not None
+    error_file.parent.mkdir(parents=True, exist_ok=True)
+    error_file.write_text(json.dumps({"message": {"message": "Traceback:\nRuntimeError: CUDA out of memory"}}))
+    _, text, record, _ = finish(world, plan, 1, Ended())
+    assert read_json(record.path)["outcome"]["root_cause"] == "RuntimeError: CUDA out of memory"  # type: ignore[arg-type]
+    assert f"{LEAD}root cause: RuntimeError: CUDA out of memory" in text.splitlines()
+    supervisor = Ended()
+    launch_run._conclude(plan, Peers(), supervisor, OutputTail(), 1)  # type: ignore[arg-type]
+    assert supervisor.ends[0].cause.en == (
+        "node 0 (host-a): training ended with exit code 1: RuntimeError: CUDA out of memory"
+    )
+
+
+def test_a_clean_end_has_no_root_cause_whatever_the_output_showed(world: World, report_calls: list) -> None:
+    plan = make_plan(world)
+    tail = OutputTail()
+    tail.feed("[rank3]: Traceback (most recent call last):\n[rank3]: ValueError: retried and recovered\n")
+    progress = Progress(saving=SaveWatch(25, 50))
+    progress.first_step_at = 1.23456
+    _, text, record, _ = finish(world, plan, 0, Ended(), tail=tail, progress=progress, t0=0.0)
+    data = read_json(record.path)  # type: ignore[arg-type]
+    assert data["outcome"]["root_cause"] is None and data["progress"]["first_step_after_s"] == 1.235
+    assert not any("root cause" in line for line in text.splitlines())
+
+
+def test_the_transport_proof_is_read_only_where_nccl_debug_wrote_it(world: World, report_calls: list) -> None:
+    plan = make_plan(world)
+    nccl_dir = plan.launch.files.nccl_dir
+    assert nccl_dir is not None and plan.launch.nccl_debug
+    _, _, record, _ = finish(world, plan, 0, Ended())  # debug on, but no folder
+    assert "transport" not in read_json(record.path)  # type: ignore[arg-type]
+    nccl_dir.mkdir(parents=True)
+    (nccl_dir / "nccl.nodeA.41.log").write_text(NCCL_LINE)
+    plan.launch = dataclasses.replace(plan.launch, nccl_debug={})  # a folder, but debug off
+    _, _, record, _ = finish(world, plan, 0, Ended())
+    assert "transport" not in read_json(record.path)  # type: ignore[arg-type]
+
+
+def test_the_transport_proof_after_training_warns_of_sockets_on_an_ib_plan(world: World, report_calls: list) -> None:
+    plan = make_plan(world)
+    plan.fabric = dataclasses.replace(plan.fabric, transport=Transport.IB)
+    nccl_dir = plan.launch.files.nccl_dir
+    assert nccl_dir is not None
+    nccl_dir.mkdir(parents=True)
+    socket_line = "node-c:926:1151 [7] NCCL INFO Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3\n"
+    (nccl_dir / "nccl.node-c.926.log").write_text(socket_line)
+    _, text, _, _ = finish(world, plan, 0, Ended())
+    (warning,) = proof_findings(parse_lines([socket_line]), Transport.IB)
+    assert text.splitlines()[:2] == [
+        f"{LEAD}WARN fabric.proof-socket: {warning.message.en}",
+        f"{LEAD}training ended with exit code 0; no training step was logged and no checkpoint saved this run",
+    ]
+
+
+def test_a_clean_end_on_a_worker_points_at_node_0s_log_and_writes_no_report(world: World, report_calls: list) -> None:
+    plan = make_plan(world)
+    plan.topology = dataclasses.replace(plan.topology, node_rank=1)
+    taco_reader = types.SimpleNamespace(close=lambda: {"fused_adam": "applied"})
+    asked: list[tuple[object, int]] = []
+    _, text, _, _ = finish(world, plan, 0, Ended(), taco_reader=taco_reader, taco_asked=asked)
+    assert asked == [({"fused_adam": "applied"}, 1)] and report_calls == []
+    assert text.splitlines() == [
+        f"{LEAD}training ended with exit code 0; node 1 does not see training progress (openpi prints it from global "
+        f"rank 0 only); see node 0's log in {world.assets / 'logs'}",
+        f"{LEAD}TACO: off",
+    ]
+
+
+def test_node_0s_clean_end_waits_for_the_others_before_the_report(world: World, report_calls: list) -> None:
+    plan, peers = make_plan(world), Peers(pending=[1])
+    finish(world, plan, 0, Ended(presence=peers))
+    assert peers.calls == [("look", None), ("wait_done", 30.0)] and len(report_calls) == 1
