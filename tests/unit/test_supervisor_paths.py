@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -1393,3 +1394,51 @@ def test_what_a_held_log_cannot_take_is_counted_in_bytes() -> None:
     assert tee.dropped == 90 and console.getvalue() == "a" * 10 + "b" * 20 + "c" * 30 + "d" * 40 + "e" * 50
     assert not tee.close_file(0.05)  # the storage still does not answer: the launcher goes on without it
     log.answer.set()
+
+
+class RecordedThread(threading.Thread):
+    """A real thread that remembers whether it was a daemon and how long it was waited for."""
+
+    made: ClassVar[list[RecordedThread]] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.waited: list[float | None] = []
+        RecordedThread.made.append(self)
+
+    def join(self, timeout: float | None = None) -> None:
+        self.waited.append(timeout)
+        super().join(timeout)
+
+
+def test_the_relay_is_a_daemon_waited_for_at_most_10_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker outside torchrun's tree can keep the output pipe open: the launcher must end all the same."""
+    RecordedThread.made = []
+    monkeypatch.setattr(supervising.threading, "Thread", RecordedThread)
+    supervisor, _ = launcher(tmp_path, "exit 0")
+    assert supervisor.run() == 0
+    (relay,) = [t for t in RecordedThread.made if t.waited]
+    assert relay.daemon and relay.waited == [10]
+
+
+class StuckQueue:
+    """The node log's queue when its storage stopped answering: full, and put waits for nobody."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+
+    def put(self, item: object, block: bool = True, timeout: float | None = None) -> None:
+        self.timeouts.append(timeout)
+        raise supervising.queue.Full
+
+
+def test_closing_a_stuck_log_waits_only_the_given_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    tee = Tee(io.StringIO())
+    writer = RecordedThread(target=lambda: None)
+    writer.start()
+    writer_join = writer.join
+    stuck = StuckQueue()
+    monkeypatch.setattr(tee, "_queue", stuck)
+    monkeypatch.setattr(tee, "_writer", writer)
+    assert tee.close_file(0.25) and stuck.timeouts == [0.25] and writer.waited == [0.25]
+    writer_join()
