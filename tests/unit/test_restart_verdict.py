@@ -133,14 +133,16 @@ class Node:
     """A node's launcher as the supervisor drives it: workers appear and vanish (pids), the output flows through
     `Progress` and `Attempts`, and a fake clock ticks once per event."""
 
-    def __init__(self, max_restarts: int, facts_dir: Path | None = None, node_rank: int = 0) -> None:
-        self.now = 0.0
+    def __init__(
+        self, max_restarts: int, facts_dir: Path | None = None, node_rank: int = 0, t0: float = 0.0, tick: float = 1.0
+    ) -> None:
+        self.now, self.tick = t0, tick
         self.progress = Progress(clock=self.clock)
-        self.attempts = Attempts(max_restarts, 0.0, self.progress, facts_dir, self.clock, node_rank)
+        self.attempts = Attempts(max_restarts, t0, self.progress, facts_dir, self.clock, node_rank)
         self.pid = 100
 
     def clock(self) -> float:
-        self.now += 1.0
+        self.now += self.tick
         return self.now
 
     def attempt(self, *lines: str) -> Verdict:
@@ -375,3 +377,110 @@ def test_the_resumed_step_is_read_only_from_a_well_formed_record(tmp_path, facts
     node.attempts.observe(frozenset({1}))
     (own / "1.json").write_text(json.dumps(facts))
     assert node.attempts.resumed_step(node.attempts.attempts[1]) == step
+
+
+def test_the_record_counts_seconds_since_the_launcher_started_to_the_millisecond():
+    node = Node(max_restarts=3, t0=1000.0, tick=1.2342)
+    node.attempts.observe(frozenset({1, 2}))  # 1001.2342: attempt 0 starts
+    node.progress.feed("step=10 loss=0.5 time=1.0s\n")  # 1002.4684
+    node.attempts.observe(frozenset({1}))  # 1003.7026: a worker ended
+    node.attempts.observe(frozenset({3, 4}))  # 1004.9368: attempt 1 starts
+    rows = node.attempts.to_json()
+    assert [(r["started_s"], r["first_step_s"], r["detected_s"], r["restarted_s"]) for r in rows] == [
+        (1.234, 3.703, 3.703, 4.937),
+        (4.937, None, None, None),
+    ]
+
+
+def test_the_first_attempt_has_no_resumed_step_in_the_record_whatever_its_workers_wrote(tmp_path):
+    (own,) = facts_dirs(tmp_path, "exp", 1)
+    (own / "0.json").write_text(json.dumps({"resume": {"step": 25, "action": "resume"}}))  # an earlier job's save
+    node = Node(3, own)
+    node.attempt(*steps(30))
+    node.attempts.observe(frozenset({1}))
+    (own / "1.json").write_text(json.dumps({"resume": {"step": 25, "action": "resume"}}))
+    assert [r["resumed_step"] for r in node.attempts.to_json()] == [None, 25]
+
+
+def test_torchrun_ending_before_the_workers_were_seen_gone_is_when_the_failure_is_detected():
+    node = Node(max_restarts=1)
+    node.attempt(*steps(10))  # attempt 0: t=1 .. t=3
+    node.attempts.observe(frozenset({7}))  # t=4: attempt 1 starts
+    node.progress.feed("step=20 loss=0.5 time=1.0s\n")  # t=5
+    assert node.attempts.torchrun_failed(node.clock()) is Verdict.BUDGET_SPENT  # t=6
+    row = node.attempts.to_json()[1]
+    assert (row["started_s"], row["first_step_s"], row["best_step"], row["cause"], row["detected_s"]) == (
+        4.0,
+        6.0,
+        20,
+        "worker-exited",
+        6.0,
+    )
+
+
+def test_a_stall_is_detected_when_the_watchdog_ends_the_workers_not_when_they_are_seen_gone():
+    node = Node(max_restarts=3)
+    node.attempts.observe(frozenset({1, 2}))  # t=1
+    node.progress.feed("step=10 loss=0.5 time=1.0s\n")  # t=2
+    node.attempts.observe(frozenset({1, 2}))  # t=3: the step is seen
+    node.attempts.stalled("no progress for 600 s")  # t=4
+    node.attempts.observe(frozenset())  # t=5: the workers are gone
+    node.attempts.observe(frozenset({3, 4}))  # t=6
+    row = node.attempts.to_json()[0]
+    assert (row["cause"], row["detail"], row["first_step_s"], row["detected_s"], row["restarted_s"]) == (
+        "stall",
+        "no progress for 600 s",
+        3.0,
+        4.0,
+        6.0,
+    )
+
+
+def test_a_stall_after_a_worker_died_keeps_the_time_the_worker_was_seen_gone():
+    node = Node(max_restarts=3)
+    node.attempts.observe(frozenset({1, 2}))  # t=1
+    node.attempts.observe(frozenset({2}))  # t=2: worker 1 died; worker 2 hangs in a collective
+    node.attempts.stalled("no progress for 600 s")  # no new time: the failure was already detected
+    node.attempts.observe(frozenset())  # t=3
+    node.attempts.observe(frozenset({3, 4}))  # t=4
+    row = node.attempts.to_json()[0]
+    assert (row["cause"], row["detected_s"], row["restarted_s"]) == ("stall", 2.0, 4.0)
+
+
+def test_the_next_attempts_workers_start_while_one_of_the_failed_attempts_still_exits():
+    node = Node(max_restarts=3)
+    node.attempts.observe(frozenset({1, 2}))  # t=1: attempt 0
+    node.attempts.observe(frozenset({2}))  # t=2: worker 1 died
+    started = node.attempts.observe(frozenset({2, 3, 4}))  # t=3: torchrun restarted; worker 2 not gone yet
+    assert started is not None and started.number == 1
+    assert [(a.number, a.started_at, a.cause, a.detected_at) for a in node.attempts.attempts] == [
+        (0, 1.0, Cause.WORKER_EXITED, 2.0),
+        (1, 3.0, None, None),
+    ]
+
+
+def test_an_attempt_that_logged_only_step_0_reached_step_0():
+    node = Node(max_restarts=3)
+    node.attempt(*steps(0))
+    node.attempts.observe(frozenset({1}))
+    assert [r["best_step"] for r in node.attempts.to_json()] == [0, None]
+    assert node.attempts.attempts[0].reached == 0
+
+
+def test_no_progress_names_the_furthest_step_of_any_attempt_before_the_last():
+    node = Node(max_restarts=5)
+    node.attempt(*steps(10))
+    node.attempt(*steps(50))  # the furthest: neither the first attempt nor the one before the last
+    node.attempt(*steps(30))
+    node.attempt(*steps(40))
+    node.attempts.observe(frozenset({1}))
+    assert node.attempts.verdict() is Verdict.NO_PROGRESS
+    text = node.attempts.verdict_text(Verdict.NO_PROGRESS, 93)
+    assert text.en == (
+        "DO NOT REQUEUE: attempt 3 ended at step 40 without getting past step 50 or saving a new checkpoint; "
+        "restarting makes no progress; exit 93. Read the attempts in the start-up record."
+    )
+    assert text.zh == (
+        "请勿重新排队:第 3 次尝试结束于第 40 步,未超过第 50 步,也未保存新的检查点;重启没有进展;"
+        "退出码 93。请查看启动记录中的各次尝试。"
+    )
