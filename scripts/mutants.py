@@ -35,7 +35,10 @@ WORK = REPO / ".work" / "mutation"
 # wait out real bounds (test_cli.py, test_master_wait.py, test_dev_machine_check.py, test_cfs.py, ...) would make
 # a module's run take hours, and a test left out can only lower a score, never raise it.
 MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "launch/restarts": (("launch/restarts.py",), ("test_restart_verdict.py", "test_attempt.py")),
+    "launch/restarts": (
+        ("launch/restarts.py",),
+        ("test_restart_verdict.py", "test_attempt.py", "test_health_restart.py"),
+    ),
     "launch/culprit": (
         ("launch/culprit.py",),
         ("test_culprit_reports.py", "test_culprit.py", "test_culprit_groups.py"),
