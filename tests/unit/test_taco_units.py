@@ -36,11 +36,13 @@ import json, os, pathlib, sys
 if sys.argv[1:3] == ["-m", "pip"]:
     seen = {{"argv": sys.argv[1:], "env": dict(os.environ)}}
     pathlib.Path(os.environ["STAND_IN_PIP_RECORD"]).write_text(json.dumps(seen))
-    if os.environ.get("STAND_IN_PIP") == "fail":
+    target = pathlib.Path(sys.argv[sys.argv.index("--target") + 1])
+    if os.environ.get("STAND_IN_PIP", "").startswith("fail"):
+        if os.environ["STAND_IN_PIP"] == "fail-half-way":
+            (target / "taco_train").mkdir(parents=True)
         sys.stdout.write("Processing the wheel\\n")
         sys.stderr.write("ERROR: no space left\\n")
         sys.exit(3)
-    target = pathlib.Path(sys.argv[sys.argv.index("--target") + 1])
     (target / "taco_train" / "prelude").mkdir(parents=True, exist_ok=True)
     (target / "taco_train" / "prelude" / "sitecustomize.py").write_text("")
     (target / "taco_train" / "__init__.py").write_text("")
@@ -204,11 +206,11 @@ def test_http_allowed_by_the_plan_reaches_the_download(tmp_path, monkeypatch, st
     )
 
 
-@pytest.mark.parametrize("mode", ["on", "auto"])
-def test_pip_failing_at_start_withdraws_taco_and_says_why(tmp_path, monkeypatch, stand_in, mode):
+@pytest.mark.parametrize("mode, pip", [("on", "fail-half-way"), ("auto", "fail")], ids=["on-half-way", "auto"])
+def test_pip_failing_at_start_withdraws_taco_and_says_why(tmp_path, monkeypatch, stand_in, mode, pip):
     fetch = FakeFetch()
     _, activation, out, _ = run_install(
-        tmp_path, monkeypatch, stand_in, fetch, mode=mode, inherited={"STAND_IN_PIP": "fail"}
+        tmp_path, monkeypatch, stand_in, fetch, mode=mode, inherited={"STAND_IN_PIP": pip}
     )
     prefix = tmp_path / "tmp" / "site-packages"
     what = f"pip could not install {WHEEL} into {prefix}: pip exited with 3: Processing the wheel\nERROR: no space left"
@@ -232,7 +234,9 @@ def test_pip_failing_at_start_withdraws_taco_and_says_why(tmp_path, monkeypatch,
     )
     assert (activation.finding.exit_code, activation.finding.status.value) == (3, "fail" if mode == "on" else "warn")
     assert activation.seconds == {"fetch": 1.5, "total": 3.75}
-    assert not prefix.exists() and not fetch.path.exists()  # nothing installed, the download not kept
+    staging = prefix.with_name(f".site-packages.staging-{os.getpid()}")
+    assert not prefix.exists() and not staging.exists()  # nothing installed, the half-done install removed
+    assert not fetch.path.exists()  # the download is not kept
     assert activation.env["PYTHONPATH"] == "/old/path" and "TACO_TRAIN_FEATURES" not in activation.env
 
 
