@@ -60,6 +60,28 @@ def attempts_folder(logs: Path, node: int) -> Path:
     return folder
 
 
+def test_a_note_and_the_give_up_record_are_written_whole(tmp_path):
+    folder = attempts_folder(tmp_path, 2)
+    attempts = Attempts(3, 0.0, Progress(), folder, clock=lambda: 1.0, node_rank=2)
+    attempts.observe(frozenset({100}))
+    attempts.feed(
+        "[rank16]: Traceback (most recent call last):\n[rank16]: RuntimeError: CUDA error: an illegal memory "
+        "access was encountered\n"
+    )
+    attempts.observe(frozenset())  # the workers are gone: the attempt ended on a GPU fault of this node
+    attempts.observe(frozenset({200}))  # the next attempt starts: the ended one is noted
+    assert json.loads((folder / "0.ended.json").read_text()) == {
+        "attempt": 0,
+        "cause": "trainer-exception",
+        "detail": "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "node_rank": 2,
+        "blamed_nodes": [2],
+    }
+    attempts.record_gave_up(Verdict.BUDGET_SPENT)
+    assert json.loads((folder / "gave-up.json").read_text()) == {"verdict": "budget-spent", "node_rank": 2}
+    assert Attempts(3, 0.0, Progress()).node_fault() is None  # no attempts folder: nothing to read
+
+
 def test_the_launcher_notes_each_ended_attempt_and_a_stalls_culprits(tmp_path):
     folder = attempts_folder(tmp_path, 0)
     attempts = Attempts(3, 0.0, Progress(), folder, clock=lambda: 1.0, node_rank=0)
