@@ -294,3 +294,21 @@ def test_a_single_nodes_plan_records_no_socket_interface_and_what_the_machine_ha
         "env_set": {},
         "env_kept": {},
     }
+
+
+@pytest.mark.parametrize(
+    "hca, warned",
+    [
+        pytest.param("=mlx5_0:1", False, id="the-preset-names-the-fast-port-only"),
+        pytest.param("=mlx5_0:2", True, id="the-preset-names-the-slow-port"),
+    ],
+)
+def test_a_preset_port_number_scopes_the_slow_rail_warning(tmp_path, hca, warned):
+    fake = base(tmp_path, NCCL_IB_HCA=hca).netif("ib0")
+    fake.rdma("mlx5_0", 1, link_layer="InfiniBand", rate="400 Gb/sec (4X NDR)", gids=ib_gids(1), slaves=["ib0"])
+    fake.rdma("mlx5_0", 2, link_layer="InfiniBand", rate="100 Gb/sec (4X EDR)", gids=ib_gids(2))
+    plan = plan_fabric(finish(fake).host(), two_nodes())
+    warning = slow_warning("mlx5_0:2 (100 Gb/s)", "mlx5_0:2(100 Gb/s)", "400", "mlx5_0")
+    warning["where"] = "/sys/class/infiniband/mlx5_0/ports/2/rate"
+    assert plan.transport is Transport.IB
+    assert [f.to_json() for f in plan.findings if f.id == "fabric.slow-port"] == ([warning] if warned else [])
