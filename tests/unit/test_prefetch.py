@@ -240,8 +240,8 @@ def test_run_reads_the_resumed_checkpoint_while_torchrun_starts(world: World) ->
         seen = ""
         for text in launcher.stdout:  # bounded by the suite's timeout: the launcher blocks until signalled
             seen += text
-            if "page cache:" in text:
-                break
+            if "page cache:" in seen and "fake-torchrun: waiting" in seen:  # read, and torchrun runs: the
+                break  # launcher relays signals from here on
         launcher.send_signal(signal.SIGTERM)
         seen += launcher.communicate(timeout=LIMIT_S)[0]
     finally:
