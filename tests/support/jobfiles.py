@@ -110,3 +110,21 @@ def restarted_job(folder: Path) -> None:
         log="vla-entrypoint: RESTART 1/2: the workers ended (worker-exited)\n",
         body=record(1, attempts=attempts),
     )
+
+
+def shim_trainer_args(checkpoints: Path, resume_flag: str = "--no-resume") -> list[str]:
+    """The trainer arguments the plan gives the attempt shim: 100 steps, a save every 25, checkpoints under
+    `checkpoints`."""
+    return [
+        "pi05_libero",
+        "--exp-name",
+        "exp",
+        "--num-train-steps",
+        "100",
+        "--save-interval",
+        "25",
+        "--checkpoint-base-dir",
+        str(checkpoints),
+        resume_flag,
+        "--no-overwrite",
+    ]

@@ -94,3 +94,21 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def pip_install_argv(staging: str, wheel: str) -> list[str]:
+    """What the launcher runs after its interpreter to install the TACO wheel into `staging`, offline and quiet."""
+    return [
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-cache-dir",
+        "--no-index",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--quiet",
+        "--target",
+        staging,
+        wheel,
+    ]

@@ -16,6 +16,7 @@ import pytest
 
 from entrypoint.launch.attempt import AttemptArgs, DecidedBy, attempt_port, decide, shared_decision
 from tests.support.files import small_text
+from tests.support.jobfiles import shim_trainer_args
 from tests.support.synthetic import make_checkpoint
 
 TRAINER = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'pid': os.getpid(), "
@@ -23,20 +24,8 @@ TRAINER += "'port': os.environ.get('MASTER_PORT'), 'agent_store': os.environ.get
 
 
 def trainer_args(tmp_path: Path, resume_flag: str = "--no-resume") -> list[str]:
-    """The trainer arguments the plan gives the shim: 100 steps, a save every 25, checkpoints under tmp/ckpt."""
-    return [
-        "pi05_libero",
-        "--exp-name",
-        "exp",
-        "--num-train-steps",
-        "100",
-        "--save-interval",
-        "25",
-        "--checkpoint-base-dir",
-        str(tmp_path / "ckpt"),
-        resume_flag,
-        "--no-overwrite",
-    ]
+    """The plan's trainer arguments with checkpoints under tmp/ckpt."""
+    return shim_trainer_args(tmp_path / "ckpt", resume_flag)
 
 
 def attempt(tmp_path: Path, restart: int, resume_flag: str = "--no-resume") -> tuple[int, dict | None, Path]:

@@ -67,27 +67,14 @@ from entrypoint.launch.record import StartupRecord
 from entrypoint.launch.stall_exchange import Exchange
 from entrypoint.launch.watchdog import Diagnosis, DiagnosisMethod
 from tests.support.files import small_text
+from tests.support.jobfiles import shim_trainer_args
 from tests.support.stall import BARRIER, SLEEP
 from tests.support.synthetic import make_checkpoint
 
 # ==== the attempt shim (entrypoint/launch/attempt.py) ============================================================
 
 
-def planned(base: Path, resume_flag: str = "--no-resume") -> list[str]:
-    """The trainer arguments the plan gives the shim: 100 steps, a save every 25, checkpoints under `base`."""
-    return [
-        "pi05_libero",
-        "--exp-name",
-        "exp",
-        "--num-train-steps",
-        "100",
-        "--save-interval",
-        "25",
-        "--checkpoint-base-dir",
-        str(base),
-        resume_flag,
-        "--no-overwrite",
-    ]
+planned = shim_trainer_args  # checkpoints under the folder given
 
 
 def resumed(base: Path, flag: str = "--resume") -> list[str]:

@@ -16,6 +16,7 @@ from entrypoint.net.source import sha256_of
 from entrypoint.taco import bake as bake_module
 from entrypoint.taco.bake import BakeError, bake, main
 from entrypoint.taco.wheel import describe_interpreter, install
+from tests.support.taco_wheel import pip_install_argv
 
 OTHER_MINOR = 12 if sys.version_info[:2] != (3, 12) else 13  # a CPython that is not this interpreter
 OTHER_TAG = f"cp3{OTHER_MINOR}-cp3{OTHER_MINOR}-linux_x86_64"
@@ -95,20 +96,7 @@ def test_pip_is_run_offline_without_dependencies_into_a_staging_folder(tmp_path,
     bake(folder, prefix, python_tags(OTHER_MINOR), fake_python)
     seen = json.loads((tmp_path / "pip.json").read_text())
     staging = str(tmp_path / f".prefix.staging-{os.getpid()}")
-    assert seen["argv"] == [
-        "-m",
-        "pip",
-        "install",
-        "--no-deps",
-        "--no-cache-dir",
-        "--no-index",
-        "--disable-pip-version-check",
-        "--no-warn-script-location",
-        "--quiet",
-        "--target",
-        staging,
-        str(folder / WHEEL),
-    ]
+    assert seen["argv"] == pip_install_argv(staging, str(folder / WHEEL))
     assert seen["env"]["PIP_ROOT_USER_ACTION"] == "ignore" and seen["env"]["PIP_NO_INPUT"] == "1"
     assert "PIP_TARGET" not in seen["env"]
     assert not Path(staging).exists() and (prefix / "taco_train" / "prelude" / "sitecustomize.py").is_file()

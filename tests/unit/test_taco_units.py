@@ -20,6 +20,7 @@ from entrypoint.net.source import DownloadError, DownloadOptions, FailureKind
 from entrypoint.taco.activate import ActivationStatus, activate_taco
 from entrypoint.taco.plan import TacoStatus, plan_taco
 from entrypoint.taco.wheel import install, write_record
+from tests.support.taco_wheel import pip_install_argv
 from tests.unit.test_taco import _activation, python, settings
 from tests.unit.test_taco_verify import baked_activation
 
@@ -156,20 +157,7 @@ def test_a_downloaded_pinned_wheel_is_installed_and_each_step_is_logged(tmp_path
     ]
     pip = pip_call(tmp_path)
     staging = prefix.with_name(f".site-packages.staging-{os.getpid()}")
-    assert pip["argv"] == [
-        "-m",
-        "pip",
-        "install",
-        "--no-deps",
-        "--no-cache-dir",
-        "--no-index",
-        "--disable-pip-version-check",
-        "--no-warn-script-location",
-        "--quiet",
-        "--target",
-        str(staging),
-        str(fetch.path),
-    ]
+    assert pip["argv"] == pip_install_argv(str(staging), str(fetch.path))
     env = pip["env"]
     assert (env["PYTHONPATH"], env["PIP_ROOT_USER_ACTION"], env["PIP_NO_INPUT"]) == ("/old/path", "ignore", "1")
     assert "PIP_TARGET" not in env and "TACO_TRAIN_FEATURES" not in env and not staging.exists()
